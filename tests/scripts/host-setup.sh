@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Makes this machine able to run the container tests: Docker engine and debootstrap from
+# Debian's packages, the engine started and answering. Safe to run again: it only does what
+# is missing.
+set -euo pipefail
+
+need=()
+command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
+command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing ${need[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+if ! docker info >/dev/null 2>&1; then
+  echo "starting dockerd"
+  nohup dockerd >/var/log/dockerd.log 2>&1 &
+  for _ in $(seq 60); do
+    docker info >/dev/null 2>&1 && break
+    sleep 1
+  done
+  docker info >/dev/null 2>&1 || { tail -20 /var/log/dockerd.log; echo "dockerd did not start" >&2; exit 1; }
+fi
+echo "docker engine $(docker info -f '{{.ServerVersion}}') is running"
