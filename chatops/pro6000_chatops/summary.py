@@ -1,0 +1,272 @@
+"""Turn ansible-runner events into progress messages a bot can relay and a final summary."""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+logger = logging.getLogger(__name__)
+
+BENCH_MODULE = "pro6000.inference.sglang_bench"
+PROBE_MODULE = "pro6000.inference.sglang_probe"
+BENCH_SCHEMA_PREFIX = "pro6000.inference.sglang_bench/"
+_HOST_RESULTS = {
+    "runner_on_ok": "ok",
+    "runner_on_failed": "failed",
+    "runner_on_unreachable": "unreachable",
+    "runner_on_skipped": "skipped",
+}
+_MESSAGE_LIMIT = 300
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One step of a run: ``kind`` is ``play``, ``task`` or ``host`` (a per-host result)."""
+
+    kind: str
+    text: str
+    play: str | None = None
+    task: str | None = None
+    host: str | None = None
+    status: str | None = None
+
+
+@dataclass(frozen=True)
+class HostSummary:
+    host: str
+    status: str
+    ok: int = 0
+    changed: int = 0
+    failed: int = 0
+    unreachable: int = 0
+    skipped: int = 0
+
+
+@dataclass(frozen=True)
+class BenchFigures:
+    """The smoke benchmark's headline figures for one host (None when not measured)."""
+
+    host: str
+    passed: bool | None
+    decode_tps_single_stream: float | None
+    output_tps: float | None
+    concurrency: int | None
+    acceptance_length: float | None
+    failed_gates: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProbeFigures:
+    """What the server of one host reports serving (from ``sglang_probe``)."""
+
+    host: str
+    version: str | None
+    algorithm: str | None
+    draft_tokens: int | None
+    ddtree_budget: int | None
+    mismatches: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    command: str
+    status: str
+    rc: int | None
+    duration_s: float
+    hosts: tuple[HostSummary, ...] = ()
+    bench: tuple[BenchFigures, ...] = ()
+    probes: tuple[ProbeFigures, ...] = ()
+    failure: str | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == "successful"
+
+    def text(self) -> str:
+        """A short answer for chat: one line for the run, one per host, one for a failure."""
+        lines = [f"{self.command}: {self.status} in {self.duration_s:.0f} s (run {self.run_id})"]
+        probes = {probe.host: probe for probe in self.probes}
+        figures = {figure.host: figure for figure in self.bench}
+        for host in self.hosts:
+            line = f"{host.host}: {host.status}, {host.changed} changed"
+            if host.host in probes:
+                line += "; " + _probe_text(probes[host.host])
+            if host.host in figures:
+                line += "; " + _bench_text(figures[host.host])
+            lines.append(line)
+        if self.failure:
+            lines.append(f"failure: {self.failure}")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "run": self.run_id, "command": self.command, "status": self.status, "rc": self.rc,
+            "duration_s": round(self.duration_s, 1),
+            "hosts": [host.__dict__ for host in self.hosts],
+            "bench": [figure.__dict__ for figure in self.bench],
+            "probes": [probe.__dict__ for probe in self.probes],
+            "failure": self.failure,
+        }
+
+
+def _number(value: object) -> str:
+    return f"{value:.1f}" if isinstance(value, (int, float)) else "n/a"
+
+
+def _probe_text(probe: ProbeFigures) -> str:
+    served = probe.algorithm or "no speculation"
+    if probe.algorithm and probe.draft_tokens is not None:
+        served += f" draft {probe.draft_tokens}"
+    if probe.ddtree_budget is not None:
+        served += f" budget {probe.ddtree_budget}"
+    text = f"serves {served} on SGLang {probe.version or '?'}"
+    if probe.mismatches:
+        text += f" (differs from the inventory: {', '.join(probe.mismatches)})"
+    return text
+
+
+def _bench_text(figure: BenchFigures) -> str:
+    verdict = {True: "passed", False: "FAILED", None: "not judged"}[figure.passed]
+    text = (f"bench {verdict}: 1 stream {_number(figure.decode_tps_single_stream)} tok/s, "
+            f"{figure.concurrency or '?'} streams {_number(figure.output_tps)} tok/s, "
+            f"acceptance {_number(figure.acceptance_length)}")
+    if figure.failed_gates:
+        text += f" (failed gates: {', '.join(figure.failed_gates)})"
+    return text
+
+
+def bench_figures(host: str, document: Mapping[str, object]) -> BenchFigures:
+    """Headline figures from a ``sglang_bench`` result document (see the module's RETURN)."""
+    levels = [level for level in document.get("levels") or [] if isinstance(level, dict)]
+    single = next((level for level in levels if level.get("concurrency") == 1), None)
+    widest = max(levels, key=lambda level: level.get("concurrency") or 0, default=None)
+    decode = (single or {}).get("decode_tps") or {}
+    acceptance = document.get("acceptance") or {}
+    gates = [gate for gate in document.get("gates") or [] if isinstance(gate, dict)]
+    return BenchFigures(
+        host=host,
+        passed=document.get("passed") if isinstance(document.get("passed"), bool) else None,
+        decode_tps_single_stream=decode.get("p50") if isinstance(decode, dict) else None,
+        output_tps=(widest or {}).get("output_tps"),
+        concurrency=(widest or {}).get("concurrency"),
+        acceptance_length=acceptance.get("value") if isinstance(acceptance, dict) else None,
+        failed_gates=tuple(str(gate.get("name")) for gate in gates if gate.get("passed") is False),
+    )
+
+
+def probe_figures(host: str, result: Mapping[str, object]) -> ProbeFigures:
+    """What ``sglang_probe`` read from the server (see the module's RETURN)."""
+    server = result.get("server") if isinstance(result.get("server"), dict) else {}
+    speculative = server.get("speculative") if isinstance(server.get("speculative"), dict) else {}
+    mismatches = [entry for entry in result.get("mismatches") or [] if isinstance(entry, dict)]
+    return ProbeFigures(
+        host=host,
+        version=server.get("version"),
+        algorithm=speculative.get("algorithm"),
+        draft_tokens=speculative.get("num_draft_tokens"),
+        ddtree_budget=speculative.get("ddtree_budget"),
+        mismatches=tuple(str(entry.get("setting")) for entry in mismatches),
+    )
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MESSAGE_LIMIT else text[:_MESSAGE_LIMIT] + "..."
+
+
+def _failure_message(result: Mapping[str, object]) -> str:
+    for key in ("msg", "stderr", "reason"):
+        value = result.get(key)
+        if isinstance(value, str) and value.strip():
+            return _clip(value)
+    return "no message"
+
+
+@dataclass
+class EventRecorder:
+    """Consumes ansible-runner events in order; relays progress and keeps what the summary needs."""
+
+    on_progress: Callable[[Progress], None] | None = None
+    stats: dict[str, dict[str, int]] = field(default_factory=dict)
+    bench: dict[str, BenchFigures] = field(default_factory=dict)
+    probes: dict[str, ProbeFigures] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+    last_output: list[str] = field(default_factory=list)
+
+    def __call__(self, event: Mapping[str, object]) -> None:
+        kind = event.get("event")
+        data = event.get("event_data") or {}
+        if not isinstance(data, dict):
+            return
+        if isinstance(event.get("stdout"), str) and event["stdout"].strip():
+            # Kept for failures that happen before any task (syntax errors, bad inventory).
+            self.last_output = (self.last_output + event["stdout"].strip().splitlines())[-5:]
+        if kind == "playbook_on_play_start":
+            self._emit(Progress("play", f"play: {data.get('play')}", play=data.get("play")))
+        elif kind == "playbook_on_task_start":
+            self._emit(Progress("task", f"task: {data.get('task')}", play=data.get("play"),
+                                task=data.get("task")))
+        elif kind in _HOST_RESULTS:
+            self._host_result(_HOST_RESULTS[kind], data)
+        elif kind == "playbook_on_stats":
+            for counter in ("ok", "changed", "failures", "dark", "skipped"):
+                for host, count in (data.get(counter) or {}).items():
+                    self.stats.setdefault(host, {})[counter] = count
+
+    def _host_result(self, status: str, data: Mapping[str, object]) -> None:
+        host = str(data.get("host"))
+        task = data.get("task")
+        result = data.get("res") if isinstance(data.get("res"), dict) else {}
+        if status == "ok" and result.get("changed"):
+            status = "changed"
+        action = data.get("resolved_action")
+        if action == BENCH_MODULE and isinstance(result.get("result"), dict):
+            document = result["result"]
+            if str(document.get("schema", "")).startswith(BENCH_SCHEMA_PREFIX):
+                self.bench[host] = bench_figures(host, document)
+        elif action == PROBE_MODULE and isinstance(result.get("server"), dict):
+            self.probes[host] = probe_figures(host, result)
+        text = f"{host}: {status}: {task}"
+        if status in ("failed", "unreachable"):
+            if data.get("ignore_errors"):
+                status = "failed (ignored)"
+                text = f"{host}: {status}: {task}"
+            else:
+                message = _failure_message(result)
+                self.failures.append(f"{host}: {task}: {message}")
+                text += f": {message}"
+        self._emit(Progress("host", text, play=data.get("play"), task=task, host=host, status=status))
+
+    def _emit(self, progress: Progress) -> None:
+        if self.on_progress is None:
+            return
+        try:
+            self.on_progress(progress)
+        except Exception:  # pylint: disable=broad-exception-caught
+            # A bot that fails to relay a message must not stop a deploy halfway.
+            logger.exception("the progress callback failed on %r", progress.text)
+
+    def host_summaries(self, hosts: tuple[str, ...], run_status: str) -> tuple[HostSummary, ...]:
+        summaries = []
+        for host in hosts:
+            counts = self.stats.get(host)
+            if counts is None:
+                summaries.append(HostSummary(host, "canceled" if run_status == "canceled" else "not run"))
+                continue
+            status = "unreachable" if counts.get("dark") else "failed" if counts.get("failures") else "ok"
+            summaries.append(HostSummary(host, status, ok=counts.get("ok", 0),
+                                         changed=counts.get("changed", 0),
+                                         failed=counts.get("failures", 0),
+                                         unreachable=counts.get("dark", 0),
+                                         skipped=counts.get("skipped", 0)))
+        return tuple(summaries)
+
+    def failure(self, run_status: str) -> str | None:
+        if run_status == "successful":
+            return None
+        if self.failures:
+            return self.failures[0]
+        if run_status in ("canceled", "timeout"):
+            return f"the run was {'canceled' if run_status == 'canceled' else 'stopped: it ran too long'}"
+        return _clip(" ".join(self.last_output)) or "ansible-playbook failed without a message"

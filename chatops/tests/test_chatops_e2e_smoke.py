@@ -1,0 +1,109 @@
+"""The collection's own playbooks/smoke.yml, through real ansible-runner, on a local host whose
+server is the SGLang test double on loopback: the real sglang_probe and sglang_bench results
+reach the summary. (test_chatops_e2e_lab.py does the same against the lab container.)
+"""
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+import yaml
+
+from pro6000_chatops import ChatOps, load_config
+
+from chatops_support import ALL_ACTIONS, LOCAL_HOST_VARS, REPO_ROOT, write_config
+
+DOUBLE = REPO_ROOT / "tests" / "fixtures" / "sglang_double" / "python"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def double_url(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("double")
+    (folder / "target").mkdir()
+    (folder / "drafter").mkdir()
+    (folder / "drafter" / "config.json").write_text('{"block_size": 16, "dflash_config": {"block_size": 16}}')
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "sglang.launch_server", "--model-path", str(folder / "target"),
+         "--speculative-algorithm", "DDTREE", "--speculative-draft-model-path", str(folder / "drafter"),
+         "--page-size", "1", "--host", "127.0.0.1", "--port", str(port)],
+        env={**os.environ, "PYTHONPATH": str(DOUBLE), "SGLANG_DOUBLE_STARTUP_S": "0.2"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as answer:
+                if answer.status == 200:
+                    break
+        except OSError:
+            assert server.poll() is None and time.monotonic() < deadline, "the SGLang double did not start"
+            time.sleep(0.2)
+    yield url
+    server.terminate()
+    server.wait(30)
+
+
+@pytest.fixture(scope="module")
+def ops(tmp_path_factory, double_url):
+    served = {"smoke_url": double_url, "sglang_service_speculative_algorithm": "ddtree",
+              "sglang_service_draft_length": 16, "sglang_service_ddtree_budget": 15,
+              "smoke_bench_concurrency": 2, "smoke_bench_max_tokens": 32, "smoke_bench_timeout": 60}
+    inventory = {"pro6000": {"hosts": {
+        "pro6000-fast": {**LOCAL_HOST_VARS, **served},
+        # The same server judged against a floor it cannot reach.
+        "pro6000-gated": {**LOCAL_HOST_VARS, **served, "smoke_min_acceptance_length": 40},
+    }}}
+    folder = tmp_path_factory.mktemp("smoke-chatops")
+    (folder / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    config = load_config(write_config(
+        folder, folder / "hosts.yml", playbooks_dir=REPO_ROOT / "playbooks",
+        environment={"ANSIBLE_COLLECTIONS_PATH": str(REPO_ROOT / "collections")},
+        groups={}, grants=[{"users": ["ci"], "actions": ALL_ACTIONS, "hosts": ["*"]}]))
+    return ChatOps(config)
+
+
+def test_bench_returns_the_smoke_figures(ops):
+    progress = []
+    reply = ops.handle("ci", "bench pro6000-fast", progress.append)
+
+    summary = reply.summary
+    assert summary.status == "successful", reply.text
+    assert [(h.host, h.status, h.changed) for h in summary.hosts] == [("pro6000-fast", "ok", 0)]
+    (probe,) = summary.probes
+    assert (probe.version, probe.algorithm, probe.draft_tokens, probe.ddtree_budget, probe.mismatches) == (
+        "0.5.23", "DDTREE", 16, 15, ())
+    (bench,) = summary.bench
+    assert bench.passed is True and bench.failed_gates == ()
+    assert bench.concurrency == 2 and bench.decode_tps_single_stream > 0 and bench.output_tps > 0
+    # The double accepts 11 tokens per verify step under DDTree (its default), fewer at the end
+    # of a request.
+    assert 5 < bench.acceptance_length <= 11
+    assert "bench passed: 1 stream" in reply.text and "acceptance" in reply.text
+    assert ("task", "task: Run the smoke benchmark and gate on its floors") in [(p.kind, p.text) for p in progress]
+
+
+def test_status_probes_without_benchmarking(ops):
+    summary = ops.handle("ci", "status pro6000-fast").summary
+    assert summary.status == "successful"
+    assert [probe.host for probe in summary.probes] == ["pro6000-fast"] and summary.bench == ()
+
+
+def test_a_failed_gate_reaches_the_summary(ops):
+    reply = ops.handle("ci", "bench pro6000-gated")
+    summary = reply.summary
+    assert summary.status == "failed"
+    (bench,) = summary.bench
+    assert bench.passed is False and bench.failed_gates == ("acceptance_length",)
+    assert summary.failure.startswith("pro6000-gated: Run the smoke benchmark and gate on its floors: "
+                                      "sglang_bench failed 1 gate(s)")
+    assert "bench FAILED" in reply.text and "failed gates: acceptance_length" in reply.text
