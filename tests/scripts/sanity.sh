@@ -4,7 +4,11 @@
 # each in the virtual environment ansible-test makes for it.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
-tree="$top/build/sanity/ansible_collections/pro6000/inference"
+mkdir -p "$top/build"
+# A tree of its own per run, so that runs side by side do not remove each other's.
+work=$(mktemp -d "$top/build/sanity.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+tree="$work/ansible_collections/pro6000/inference"
 
 # ansible-test bootstraps pip in its environments with a script from its own server, which is
 # out of reach here: give it the offline stand-in under the name it looks for.
@@ -18,7 +22,6 @@ cache=~/.ansible/test/cache
 mkdir -p "$cache"
 cp "$top/tests/scripts/get_pip_offline.py" "$cache/get_pip_${pip_version//./_}.py"
 
-rm -rf "$top/build/sanity"
 mkdir -p "$tree"
 cd "$top"
 git ls-files -z --cached --others --exclude-standard \

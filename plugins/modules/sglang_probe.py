@@ -1,0 +1,319 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: pro6000.inference developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_probe
+short_description: Check that an SGLang server answers and serves the speculative setup asked for
+version_added: "0.1.0"
+description:
+  - Waits until C(GET /health) answers HTTP 200 (up to O(wait_timeout) seconds), then reads
+    C(/server_info) (falling back to the deprecated C(/get_server_info)), C(/model_info)
+    (falling back to C(/get_model_info)) and C(/v1/models).
+  - Compares the speculative decoding settings the server reports with the expected ones given
+    as options and fails with one precise message per mismatch.
+  - Only reads from the server; it never reports a change.
+  - DDTree is reported as algorithm C(DDTREE) both for builds with
+    C(--speculative-algorithm DDTREE) and for forks that run DFLASH with
+    C(--speculative-dflash-enable-ddtree).
+author:
+  - pro6000.inference developers (@pro6000)
+options:
+  url:
+    description:
+      - Base URL of the server, without a trailing path such as C(/v1).
+      - Loopback addresses are always reached directly; other hosts honour C(http_proxy),
+        C(https_proxy) and C(no_proxy) from the environment.
+    type: str
+    default: http://127.0.0.1:30000
+  api_key:
+    description:
+      - "API key the server was started with (C(--api-key)); sent as C(Authorization: Bearer)."
+    type: str
+  validate_certs:
+    description:
+      - Verify the server's TLS certificate and host name for C(https) URLs.
+    type: bool
+    default: true
+  ca_path:
+    description:
+      - File with the certificate authorities that sign the server's certificate, instead of
+        the system's trust store.
+    type: path
+  timeout:
+    description:
+      - Seconds to wait for each HTTP answer.
+    type: float
+    default: 30
+  wait_timeout:
+    description:
+      - Seconds to keep polling C(/health) until it answers HTTP 200.
+      - V(0) checks once. Model loading and CUDA-graph capture take minutes on a real host.
+    type: float
+    default: 0
+  wait_interval:
+    description:
+      - Seconds between two C(/health) polls while waiting.
+    type: float
+    default: 2
+  model:
+    description:
+      - Expected model. Matches the C(model_path) from C(/model_info) (trailing slashes
+        ignored) or any model id listed by C(/v1/models).
+    type: str
+  speculative_algorithm:
+    description:
+      - Expected speculative algorithm, for example V(DFLASH) or V(DDTREE), compared case-insensitively.
+      - V(NONE) expects a server without speculative decoding.
+    type: str
+  speculative_num_draft_tokens:
+    description:
+      - Expected number of draft tokens (the DFlash block size).
+    type: int
+  speculative_ddtree_budget:
+    description:
+      - Expected DDTree node budget.
+    type: int
+  speculative_draft_model_path:
+    description:
+      - Expected draft model path (trailing slashes ignored).
+    type: str
+attributes:
+  check_mode:
+    support: full
+    description: The module only reads, so it runs unchanged in check mode.
+  diff_mode:
+    support: none
+    description: Nothing to show, the module changes nothing.
+  idempotent:
+    support: full
+    description: The module changes nothing.
+notes:
+  - Uses the Python standard library only; nothing needs to be installed on the target.
+seealso:
+  - module: pro6000.inference.sglang_bench
+"""
+
+EXAMPLES = r"""
+- name: Wait for the server and check it runs DFLASH with block size 16
+  pro6000.inference.sglang_probe:
+    url: http://127.0.0.1:30000
+    wait_timeout: 900
+    model: /srv/models/Qwen3.6-27B
+    speculative_algorithm: DFLASH
+    speculative_num_draft_tokens: 16
+    speculative_draft_model_path: /srv/models/Qwen3.6-27B-DFlash
+  register: probe
+
+- name: Show the version the server reports
+  ansible.builtin.debug:
+    msg: "{{ probe.server.version }}"
+"""
+
+RETURN = r"""
+server:
+  description: The facts read from the server, normalised.
+  returned: when the server answered its health check
+  type: dict
+  contains:
+    url:
+      description: Base URL probed.
+      type: str
+      sample: http://127.0.0.1:30000
+    healthy:
+      description: Whether C(/health) answered HTTP 200.
+      type: bool
+      sample: true
+    waited_s:
+      description: Seconds spent waiting for C(/health).
+      type: float
+      sample: 0.01
+    server_info_path:
+      description: Which endpoint answered, C(/server_info) or C(/get_server_info).
+      type: str
+      sample: /server_info
+    version:
+      description: SGLang version the server reports.
+      type: str
+      sample: 0.5.23
+    model_path:
+      description: C(model_path) from C(/model_info).
+      type: str
+      sample: /srv/models/Qwen3.6-27B
+    models:
+      description: Model ids listed by C(/v1/models).
+      type: list
+      elements: str
+      sample: [/srv/models/Qwen3.6-27B]
+    max_model_len:
+      description: C(max_model_len) of the first model card, when given.
+      type: int
+      sample: 262144
+    speculative:
+      description: Speculative decoding settings the server reports.
+      type: dict
+      sample:
+        algorithm: DFLASH
+        num_draft_tokens: 16
+        ddtree_budget: null
+        draft_model_path: /srv/models/Qwen3.6-27B-DFlash
+        avg_spec_accept_length: [6.8]
+server_info:
+  description: The server's own C(/server_info) document, unchanged.
+  returned: when the server answered its health check
+  type: dict
+model_info:
+  description: The server's own C(/model_info) document, unchanged.
+  returned: when the server answered its health check
+  type: dict
+mismatches:
+  description: One entry per expected setting the server does not match.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{setting: speculative_algorithm, expected: DDTREE, actual: DFLASH}]
+"""
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.pro6000.inference.plugins.module_utils._sglang_client import (
+    SGLangClient,
+    SGLangError,
+    fetch_server_info,
+    normalise_path,
+    speculative_settings,
+)
+
+
+def wait_for_health(client, wait_timeout, interval):
+    """Poll /health until HTTP 200 or the deadline; returns (healthy, waited seconds, last answer)."""
+    start = time.monotonic()
+    deadline = start + wait_timeout
+    while True:
+        try:
+            response = client.get("/health", retries=0)
+            last = "HTTP %d %s" % (response.status, response.text(120))
+            if response.status == 200:
+                return True, time.monotonic() - start, last.strip()
+        except SGLangError as exc:
+            last = str(exc)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False, time.monotonic() - start, last
+        time.sleep(min(interval, remaining))
+
+
+def get_with_alias(client, path, alias):
+    response = client.get(path)
+    if response.status in (404, 405):
+        path = alias
+        response = client.get(path)
+    if not response.ok:
+        raise SGLangError("GET %s: HTTP %d: %s" % (client.url(path), response.status, response.text()))
+    return response.json()
+
+
+def compare(expected, server):
+    """One mismatch entry per expected setting that differs from what the server reports."""
+    spec = server["speculative"]
+    mismatches = []
+    wanted_algorithm = expected.get("speculative_algorithm")
+    if wanted_algorithm is not None:
+        wanted = wanted_algorithm.upper()
+        actual = spec["algorithm"] or "NONE"
+        if wanted != actual:
+            mismatches.append({"setting": "speculative_algorithm", "expected": wanted, "actual": actual})
+    for setting, key in (("speculative_num_draft_tokens", "num_draft_tokens"),
+                         ("speculative_ddtree_budget", "ddtree_budget")):
+        wanted = expected.get(setting)
+        if wanted is None:
+            continue
+        actual = spec[key]
+        try:
+            same = actual is not None and int(actual) == wanted
+        except (TypeError, ValueError):
+            same = False
+        if not same:
+            mismatches.append({"setting": setting, "expected": wanted, "actual": actual})
+    wanted = expected.get("speculative_draft_model_path")
+    if wanted is not None and normalise_path(wanted) != normalise_path(spec["draft_model_path"]):
+        mismatches.append({"setting": "speculative_draft_model_path", "expected": wanted,
+                           "actual": spec["draft_model_path"]})
+    wanted = expected.get("model")
+    if wanted is not None:
+        served = [normalise_path(server["model_path"])] + [normalise_path(m) for m in server["models"]]
+        if normalise_path(wanted) not in served:
+            mismatches.append({"setting": "model", "expected": wanted,
+                               "actual": {"model_path": server["model_path"], "models": server["models"]}})
+    return mismatches
+
+
+def describe(mismatch):
+    return "%s: expected %r, the server reports %r" % (mismatch["setting"], mismatch["expected"], mismatch["actual"])
+
+
+def probe(client, wait_timeout, wait_interval):
+    """Read the server's facts; raises SGLangError when it is not healthy or an endpoint fails."""
+    healthy, waited, last = wait_for_health(client, wait_timeout, wait_interval)
+    if not healthy:
+        raise SGLangError("%s/health did not answer HTTP 200 within %g s; last answer: %s"
+                          % (client.base_url, wait_timeout, last))
+    info_path, info = fetch_server_info(client)
+    model_info = get_with_alias(client, "/model_info", "/get_model_info")
+    models = client.get_json("/v1/models").get("data") or []
+    server = {
+        "url": client.base_url,
+        "healthy": True,
+        "waited_s": round(waited, 3),
+        "server_info_path": info_path,
+        "version": info.get("version"),
+        "model_path": model_info.get("model_path") or info.get("model_path"),
+        "models": [card.get("id") for card in models if isinstance(card, dict)],
+        "max_model_len": models[0].get("max_model_len") if models and isinstance(models[0], dict) else None,
+        "speculative": speculative_settings(info),
+    }
+    return server, info, model_info
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            url=dict(type="str", default="http://127.0.0.1:30000"),
+            api_key=dict(type="str", no_log=True),
+            validate_certs=dict(type="bool", default=True),
+            ca_path=dict(type="path"),
+            timeout=dict(type="float", default=30),
+            wait_timeout=dict(type="float", default=0),
+            wait_interval=dict(type="float", default=2),
+            model=dict(type="str"),
+            speculative_algorithm=dict(type="str"),
+            speculative_num_draft_tokens=dict(type="int", no_log=False),
+            speculative_ddtree_budget=dict(type="int"),
+            speculative_draft_model_path=dict(type="str"),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        client = SGLangClient(params["url"], api_key=params["api_key"], timeout=params["timeout"],
+                              validate_certs=params["validate_certs"], ca_path=params["ca_path"])
+        server, info, model_info = probe(client, params["wait_timeout"], params["wait_interval"])
+    except SGLangError as exc:
+        module.fail_json(msg=str(exc), changed=False, mismatches=[])
+    mismatches = compare(params, server)
+    if mismatches:
+        module.fail_json(msg="The server at %s does not serve what was expected: %s"
+                         % (server["url"], "; ".join(describe(m) for m in mismatches)),
+                         changed=False, server=server, server_info=info, model_info=model_info,
+                         mismatches=mismatches)
+    module.exit_json(changed=False, server=server, server_info=info, model_info=model_info, mismatches=[])
+
+
+if __name__ == "__main__":
+    main()

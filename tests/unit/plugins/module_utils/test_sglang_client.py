@@ -1,0 +1,331 @@
+"""Tests of the HTTP/SSE client against a scripted SGLang-shaped server on loopback."""
+import json
+import socket
+import ssl
+import threading
+import time
+
+import pytest
+
+from sglang_fake_server import FakeSGLang, chat_events, sse
+
+from ansible_collections.pro6000.inference.plugins.module_utils import _sglang_client as sc
+
+
+@pytest.fixture
+def server():
+    with FakeSGLang() as fake:
+        yield fake
+
+
+def chat(max_tokens=32):
+    return {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": max_tokens,
+            "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+
+
+def stream(server, payload=None, **kwargs):
+    """One streamed chat request through the request engine, parsed."""
+    client = sc.SGLangClient(server.url, retry_delay=0.01)
+    captures, _wall = sc.run_requests(client, 1, 1, lambda index: ("POST", "/v1/chat/completions", payload or chat()),
+                                      **kwargs)
+    assert len(captures) == 1
+    return sc.parse_stream(captures[0])
+
+
+def capture_of(events, t0=100.0, gap=0.5, t_send=99.0):
+    """A StreamCapture whose i-th event arrived at t0 + i * gap (exact stamps for arithmetic)."""
+    capture = sc.StreamCapture(t_send)
+    capture.status = 200
+    capture.reads = [(t0 + i * gap, e) for i, e in enumerate(events)]
+    capture.t_end = t0 + len(events) * gap
+    return capture
+
+
+# --- parsing, with exact stamps ---------------------------------------------------------------
+
+def test_decode_speed_uses_server_counts_not_chunks():
+    # role-only delta, 8 content chunks of 4 tokens 0.5 s apart, finish, usage-only, [DONE]
+    events = chat_events(32, per_chunk=4, comments=False)
+    result = sc.parse_stream(capture_of(events))
+    assert result.ok, result.error
+    assert (result.n_out, result.n_first, result.content_chunks) == (32, 4, 8)
+    # first content chunk is event 1 (t=100.5), last is event 8 (t=104.0): 28 tokens in 3.5 s
+    assert result.t_first == 100.5 and result.t_last == 104.0
+    assert result.decode_tps == pytest.approx(28 / 3.5)
+    assert result.ttft == pytest.approx(1.5)
+    assert result.tokens_per_chunk == 4
+    assert result.finish_reason == "length"
+
+
+def test_final_usage_only_falls_back_to_average_first_chunk():
+    events = chat_events(30, per_chunk=3, continuous_usage=False, comments=False)
+    result = sc.parse_stream(capture_of(events))
+    assert result.ok and result.n_out == 30 and result.content_chunks == 10
+    assert not result.counts_per_chunk and result.n_first is None
+    assert result.decode_tps == pytest.approx((30 - 3) / 4.5)
+
+
+def test_lines_split_across_reads_and_crlf_and_multiline_data():
+    first = sse({"choices": [{"delta": {"content": "ab"}}], "usage": {"completion_tokens": 2}})
+    body = (b": comment\r\n\r\n" + first.replace(b"\n", b"\r\n")
+            + b'data: {"choices": [{"delta": {"content": "c"}}],\ndata: "usage": {"completion_tokens": 3}}\n\n'
+            + b"data: [DONE]\n\n")
+    reads = [body[i:i + 7] for i in range(0, len(body), 7)]
+    capture = sc.StreamCapture(0.0)
+    capture.status = 200
+    capture.reads = [(float(i), r) for i, r in enumerate(reads)]
+    capture.t_end = float(len(reads))
+    result = sc.parse_stream(capture)
+    assert result.ok, result.error
+    assert (result.n_out, result.n_first, result.content_chunks) == (3, 2, 2)
+
+
+def test_native_generate_events_count_new_tokens():
+    events = [sse({"text": "a" * n, "meta_info": {"completion_tokens": n, "spec_verify_ct": n // 4, "prompt_tokens": 7}})
+              for n in (4, 8, 12)]
+    result = sc.parse_stream(capture_of(events + [b"data: [DONE]\n\n"]))
+    assert result.ok and result.n_out == 12 and result.n_first == 4 and result.spec_verify_ct == 3
+    assert result.decode_tps == pytest.approx(8 / 1.0)
+
+
+def test_reasoning_content_is_content():
+    result = sc.parse_stream(capture_of(chat_events(16, per_chunk=4, reasoning=True, comments=False)))
+    assert result.ok and result.t_first == 100.5 and result.content_chunks == 4
+
+
+@pytest.mark.parametrize("event, message", [
+    (b'data: {"error": {"message": "boom", "code": 500}}\n\n', "error event: boom"),
+    (b'data: {"object": "error", "message": "bad request"}\n\n', "error event: bad request"),
+    (b'data: {"choices": [\n\n', "malformed event"),
+])
+def test_error_events_fail_the_request(event, message):
+    events = chat_events(8, per_chunk=4, comments=False)
+    result = sc.parse_stream(capture_of(events[:2] + [event] + events[2:]))
+    assert not result.ok and message in result.error
+
+
+def test_missing_done_is_a_truncated_stream():
+    events = chat_events(8, per_chunk=4, comments=False)[:-1]
+    result = sc.parse_stream(capture_of(events))
+    assert not result.ok and "truncated" in result.error
+
+
+def test_stream_without_token_count_fails():
+    events = [sse({"choices": [{"delta": {"content": "x"}}]}), b"data: [DONE]\n\n"]
+    result = sc.parse_stream(capture_of(events))
+    assert not result.ok and "no completion token count" in result.error
+
+
+# --- the same shapes over real sockets ---------------------------------------------------------
+
+def test_stream_over_http_with_every_benign_shape(server):
+    result = stream(server, chat(40))
+    assert result.ok, result.error
+    assert result.status == 200 and result.n_out == 40 and result.n_first == 4 and result.content_chunks == 10
+    assert result.t_send < result.t_first <= result.t_last <= result.t_end
+
+
+def test_http_error_is_recorded(server):
+    server.scenario.chat_status = 503
+    result = stream(server)
+    assert not result.ok and result.status == 503 and "HTTP 503" in result.error and "scripted failure" in result.error
+
+
+def test_error_event_over_http(server):
+    server.scenario.chat_stream = lambda p: chat_events(8)[:3] + [sse({"error": {"message": "OOM"}})]
+    result = stream(server)
+    assert not result.ok and "error event: OOM" in result.error
+
+
+def test_truncated_chunked_stream(server):
+    server.scenario.chat_stream = lambda p: chat_events(16)[:4] + ["close"]
+    result = stream(server)
+    assert not result.ok and "truncated" in result.error
+
+
+def test_slow_server_stops_at_the_deadline(server):
+    server.scenario.chat_stream = lambda p: chat_events(8)[:3] + [("pause", 3.0)] + chat_events(8)[3:]
+    start = time.perf_counter()
+    result = stream(server, deadline=start + 0.5)
+    elapsed = time.perf_counter() - start
+    assert not result.ok and result.error == "deadline reached while streaming"
+    assert elapsed < 2.0
+
+
+def test_silent_server_times_out(server):
+    server.scenario.chat_stream = lambda p: chat_events(8)[:3] + [("pause", 3.0)] + chat_events(8)[3:]
+    start = time.perf_counter()
+    result = stream(server, timeout=0.3)
+    assert not result.ok and result.error == "no data within 0.3 s (timed out)"
+    assert time.perf_counter() - start < 2.0
+
+
+def test_deadline_already_passed_sends_nothing(server):
+    result = stream(server, deadline=time.perf_counter() - 1)
+    assert not result.ok and "deadline" in result.error
+    assert not server.scenario.requests
+
+
+def test_one_kept_alive_connection_per_worker(server):
+    captures, wall = sc.run_requests(sc.SGLangClient(server.url), 3, 2,
+                                     lambda index: ("POST", "/v1/chat/completions", chat(8 + index)))
+    results = dict((c.index, sc.parse_stream(c)) for c in captures)
+    assert sorted(results) == [0, 1, 2, 3, 4, 5]
+    assert all(r.ok and r.n_out == 8 + i for i, r in results.items())
+    assert wall >= max(c.t_end for c in captures) - min(c.t_send for c in captures) - 1e-9
+    ports = [r["client_port"] for r in server.scenario.requests]
+    assert len(set(ports)) == 3 and all(ports.count(p) == 2 for p in ports)
+
+
+def test_total_caps_the_requests_and_json_answers_decode(server):
+    def generate(index):
+        return "POST", "/generate", {"text": "t", "sampling_params": {"max_new_tokens": 13 * (index + 1)}}
+    captures, _wall = sc.run_requests(sc.SGLangClient(server.url), 2, 2, generate, total=3)
+    assert sorted(c.index for c in captures) == [0, 1, 2]
+    for capture in captures:
+        assert capture.error is None and capture.status == 200
+        assert json.loads(capture.body)["meta_info"]["completion_tokens"] == 13 * (capture.index + 1)
+
+
+def test_connection_refused_is_recorded_not_raised():
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    captures, _wall = sc.run_requests(sc.SGLangClient("http://127.0.0.1:%d" % port), 2, 1,
+                                      lambda index: ("POST", "/v1/chat/completions", chat()))
+    assert len(captures) == 2 and all("ConnectionRefusedError" in c.error for c in captures)
+
+
+def test_dechunk_keeps_stamps_whatever_the_split():
+    body = b"5\r\nhello\r\n1;ext=1\r\n \r\nb\r\nworld again\r\n0\r\n\r\n"
+    for size in (1, 2, 3, 7, len(body)):
+        pieces = [(float(i), body[i:i + size]) for i in range(0, len(body), size)]
+        out, complete = sc._dechunk(pieces)
+        assert complete and b"".join(p for _t, p in out) == b"hello world again"
+        assert all(t == float(int(t)) for t, _p in out)
+    out, complete = sc._dechunk([(0.0, body[:-5])])
+    assert not complete and b"".join(p for _t, p in out) == b"hello world again"
+
+
+def test_api_key_is_sent_as_bearer_token(server):
+    client = sc.SGLangClient(server.url, api_key="s3cret")
+    assert client.get("/health").status == 200
+    assert server.scenario.requests[-1]["headers"]["Authorization"] == "Bearer s3cret"
+
+
+def test_get_json_names_url_and_status(server):
+    client = sc.SGLangClient(server.url)
+    with pytest.raises(sc.SGLangError, match=r"GET http://127\.0\.0\.1:\d+/nope: HTTP 404"):
+        client.get_json("/nope")
+
+
+def test_server_info_falls_back_to_old_alias(server):
+    server.scenario.server_info_alias_only = True
+    path, info = sc.fetch_server_info(sc.SGLangClient(server.url))
+    assert path == "/get_server_info" and info["speculative_algorithm"] == "DFLASH"
+
+
+def test_get_retries_transport_failures_a_bounded_number_of_times():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    accepted = []
+
+    def drop_connections():
+        listener.settimeout(3)
+        try:
+            while True:
+                conn, _address = listener.accept()
+                accepted.append(1)
+                conn.close()
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=drop_connections, daemon=True)
+    thread.start()
+    client = sc.SGLangClient("http://127.0.0.1:%d" % listener.getsockname()[1], retries=2, retry_delay=0.01)
+    try:
+        with pytest.raises(sc.SGLangError, match="closed the connection|Connection reset"):
+            client.get("/health")
+        # a POST is never retried
+        with pytest.raises(sc.SGLangError):
+            client.post("/flush_cache")
+    finally:
+        listener.close()
+        thread.join(timeout=5)
+    assert len(accepted) == 4
+
+
+def test_connection_refused_is_an_error_naming_the_url():
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    client = sc.SGLangClient("http://127.0.0.1:%d" % port, retries=1, retry_delay=0.01)
+    with pytest.raises(sc.SGLangError, match="http://127.0.0.1:%d/health: ConnectionRefusedError" % port):
+        client.get("/health")
+
+
+def test_tls_verification_is_on_by_default_and_can_be_turned_off(server):
+    assert sc.SGLangClient("https://example.invalid").ssl_context.verify_mode == ssl.CERT_REQUIRED
+    relaxed = sc.SGLangClient("https://example.invalid", validate_certs=False).ssl_context
+    assert relaxed.verify_mode == ssl.CERT_NONE and not relaxed.check_hostname
+    with pytest.raises(sc.SGLangError, match="TLS error"):
+        sc.SGLangClient(server.url.replace("http:", "https:"), retries=0).get("/health")
+
+
+def test_bad_url_is_rejected():
+    with pytest.raises(sc.SGLangError, match="url must be"):
+        sc.SGLangClient("127.0.0.1:30000")
+
+
+# --- proxies -----------------------------------------------------------------------------------
+
+def test_loopback_never_uses_a_proxy(monkeypatch):
+    monkeypatch.setenv("http_proxy", "http://proxy.example.invalid:3128")
+    monkeypatch.delenv("no_proxy", raising=False)
+    for host in ("127.0.0.1", "localhost", "::1", "127.1.2.3"):
+        assert sc.proxy_for("http", host) is None
+    assert sc.proxy_for("http", "gpu01.example.invalid") == "http://proxy.example.invalid:3128"
+    monkeypatch.setenv("no_proxy", "example.invalid")
+    assert sc.proxy_for("http", "gpu01.example.invalid") is None
+
+
+def test_remote_host_goes_through_the_proxy(server, monkeypatch):
+    # The fake server plays the proxy: the request line must carry the absolute URL.
+    monkeypatch.setenv("http_proxy", server.url.replace("http://", "http://user:pw@"))
+    monkeypatch.delenv("no_proxy", raising=False)
+    client = sc.SGLangClient("http://gpu01.example.invalid:30000")
+    assert client.get("/health", retries=0).status == 404
+    request = server.scenario.requests[-1]
+    assert request["path"] == "http://gpu01.example.invalid:30000/health"
+    assert request["headers"]["Proxy-Authorization"] == "Basic dXNlcjpwdw=="
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+def test_speculative_settings_normalise_ddtree_forms():
+    assert sc.speculative_settings({"speculative_algorithm": "DDTREE", "speculative_ddtree_budget": 15,
+                                    "speculative_num_draft_tokens": 16})["algorithm"] == "DDTREE"
+    fork = sc.speculative_settings({"speculative_algorithm": "dflash", "speculative_dflash_enable_ddtree": True})
+    assert fork["algorithm"] == "DDTREE"
+    off = sc.speculative_settings({"speculative_algorithm": None, "internal_states": [{}, {}]})
+    assert off["algorithm"] is None and off["avg_spec_accept_length"] == []
+    ranks = sc.speculative_settings({"speculative_algorithm": "DFLASH",
+                                     "internal_states": [{"avg_spec_accept_length": 6.0},
+                                                         {"avg_spec_accept_length": 7.0}]})
+    assert ranks["avg_spec_accept_length"] == [6.0, 7.0]
+
+
+def test_summarise_percentiles():
+    summary = sc.summarise([5, 1, 3, 2, 4, None])
+    assert summary["count"] == 5 and summary["min"] == 1 and summary["max"] == 5
+    assert summary["p50"] == 3 and summary["p90"] == pytest.approx(4.6) and summary["mean"] == 3
+    assert sc.summarise([]) is None
+
+
+def test_response_json_error_names_status():
+    with pytest.raises(sc.SGLangError, match="HTTP 200: body is not JSON"):
+        sc.Response(200, b"<html>").json()
+    assert json.loads(sc.Response(200, b'{"a": 1}').body) == {"a": 1}

@@ -1,0 +1,174 @@
+"""sglang_bench against a scripted SGLang-shaped server on loopback."""
+import json
+import time
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+from sglang_fake_server import FakeSGLang, chat_events, sse
+
+from ansible_collections.pro6000.inference.plugins.modules import sglang_bench
+
+SMALL = {"max_tokens": 24, "acceptance_max_tokens": 260, "concurrency": 3, "requests_per_worker": 2,
+         "single_stream_requests": 2, "warmup_requests": 1, "acceptance_requests": 3, "timeout": 30,
+         "request_timeout": 10}
+
+
+def run_module(args, capsys):
+    """Run the module's main() and return (failed, result) from the JSON it prints."""
+    with patch_module_args(args):
+        with pytest.raises(SystemExit) as exit_info:
+            sglang_bench.main()
+    result = json.loads(capsys.readouterr().out)
+    return exit_info.value.code != 0, result
+
+
+@pytest.fixture
+def server():
+    with FakeSGLang() as fake:
+        yield fake
+
+
+def gates(result):
+    return {g["name"]: g for g in result["result"]["gates"]}
+
+
+def test_healthy_speculating_server_passes_every_gate(server, capsys):
+    server.scenario.enable_metrics()
+    failed, result = run_module(dict(SMALL, url=server.url, expect_speculation=True, min_decode_tps=1,
+                                     min_output_tps=1, min_acceptance_length=6), capsys)
+    assert not failed, result["msg"]
+    assert result["changed"] is False
+    doc = result["result"]
+    assert doc["schema"] == "pro6000.inference.sglang_bench/v1" and doc["passed"] is True
+    assert doc["phases"] == ["preflight", "warmup", "flush", "concurrency_1", "concurrency_n", "acceptance"]
+    assert doc["server"]["model"] == "Qwen3.6-27B" and doc["server"]["speculative"]["algorithm"] == "DFLASH"
+    c1, cn = doc["levels"]
+    assert (c1["concurrency"], c1["requests"], c1["successes"]) == (1, 2, 2)
+    assert (cn["concurrency"], cn["requests"], cn["successes"]) == (3, 6, 6)
+    assert cn["output_tokens"] == 6 * 24 and cn["length_mismatches"] == []
+    assert cn["tokens_per_chunk"]["p50"] == 4 and cn["token_counts"] == "per_chunk"
+    assert doc["acceptance"]["value"] == pytest.approx(6.5) and doc["acceptance"]["requests"] == 3
+    assert doc["acceptance"]["server_avg_spec_accept_length"] == [6.5]
+    assert doc["counters"]["delta"] == doc["counters"]["client_tokens"] == 8 * 24
+    assert set(gates(result)) == {"speculation_active", "phases_completed", "requests_succeeded",
+                                  "ignore_eos_lengths", "decode_tps_c1", "output_tps_c3", "acceptance_length"}
+    # every streamed request asked for server-side counts, greedy, fixed length
+    chat = [r["payload"] for r in server.scenario.requests if r["path"] == "/v1/chat/completions"]
+    assert all(p["ignore_eos"] and p["temperature"] == 0 and p["stream_options"]["include_usage"] for p in chat)
+    generate = [r["payload"]["sampling_params"] for r in server.scenario.requests if r["path"] == "/generate"]
+    assert generate == [{"max_new_tokens": 260, "temperature": 0, "ignore_eos": False}] * 3
+
+
+def test_floors_failing_name_gate_value_and_floor(server, capsys):
+    failed, result = run_module(dict(SMALL, url=server.url, min_decode_tps=1e9, min_output_tps=1e9,
+                                     min_acceptance_length=7.5), capsys)
+    assert failed and result["changed"] is False
+    assert "sglang_bench failed 3 gate(s)" in result["msg"]
+    assert "decode_tps_c1: value " in result["msg"] and "floor 1000000000.000" in result["msg"]
+    assert "output_tps_c3: value " in result["msg"]
+    assert "acceptance_length: value 6.500, floor 7.500" in result["msg"]
+
+
+def test_server_that_should_speculate_but_does_not_fails(server, capsys):
+    server.scenario.server_info["speculative_algorithm"] = None
+    failed, result = run_module(dict(SMALL, url=server.url, expect_speculation=True), capsys)
+    assert failed
+    assert "speculation_active: value None, floor a speculative algorithm" in result["msg"]
+    assert not any(r["path"] == "/v1/chat/completions" for r in server.scenario.requests)
+
+
+def test_speculating_server_without_verify_counts_fails(server, capsys):
+    server.scenario.generate_has_spec = False
+    failed, result = run_module(dict(SMALL, url=server.url), capsys)
+    assert failed and "acceptance_length: value None" in result["msg"]
+    assert "reported no spec_verify_ct" in result["msg"]
+
+
+def test_no_speculation_skips_acceptance(server, capsys):
+    server.scenario.server_info["speculative_algorithm"] = None
+    failed, result = run_module(dict(SMALL, url=server.url), capsys)
+    assert not failed, result["msg"]
+    assert "acceptance" not in result["result"]["phases"] and result["result"]["acceptance"] is None
+    assert not any(r["path"] == "/generate" for r in server.scenario.requests)
+
+
+def test_short_completion_under_ignore_eos_fails(server, capsys):
+    server.scenario.chat_stream = lambda p: chat_events(p["max_tokens"] - 3)
+    failed, result = run_module(dict(SMALL, url=server.url), capsys)
+    assert failed
+    assert "ignore_eos_lengths: value 0, floor 8 (n_out must equal max_tokens=24; got [21," in result["msg"]
+
+
+@pytest.mark.parametrize("scripted, message", [
+    ({"chat_status": 500}, "HTTP 500"),
+    ({"chat_stream": lambda p: chat_events(24)[:3] + [sse({"error": {"message": "CUDA OOM"}})]},
+     "error event: CUDA OOM"),
+    ({"chat_stream": lambda p: chat_events(24)[:3] + ["close"]}, "stream truncated"),
+])
+def test_failed_requests_are_counted_and_fail_the_run(server, capsys, scripted, message):
+    for name, value in scripted.items():
+        setattr(server.scenario, name, value)
+    failed, result = run_module(dict(SMALL, url=server.url), capsys)
+    assert failed
+    assert "requests_succeeded: value 0, floor 8" in result["msg"] and message in result["msg"]
+    assert [level["failures"] for level in result["result"]["levels"]] == [2, 6]
+
+
+def test_slow_server_is_cut_off_by_the_runtime_bound(server, capsys):
+    server.scenario.chat_stream = lambda p: chat_events(24)[:2] + [("pause", 4.0)] + chat_events(24)[2:]
+    start = time.monotonic()
+    failed, result = run_module(dict(SMALL, url=server.url, timeout=1.0), capsys)
+    assert time.monotonic() - start < 3.5
+    assert failed
+    assert ("phases_completed: value 0, floor 5 (completed none of warmup, flush, concurrency_1, "
+            "concurrency_n, acceptance within the 1 s runtime bound)") in result["msg"]
+    assert "requests_succeeded: value 0, floor 0 (no measured request ran)" in result["msg"]
+
+
+def test_unhealthy_server_fails_preflight(server, capsys):
+    server.scenario.health_status = 503
+    failed, result = run_module(dict(SMALL, url=server.url), capsys)
+    assert failed and "preflight: value GET http" in result["msg"] and "HTTP 503" in result["msg"]
+
+
+def test_result_file_is_written_and_not_in_check_mode(server, capsys, tmp_path):
+    path = tmp_path / "bench.json"
+    failed, result = run_module(dict(SMALL, url=server.url, result_path=str(path), _ansible_check_mode=True),
+                                capsys)
+    assert not failed and result["result_file"] == {"path": str(path), "written": False}
+    assert not path.exists()
+    failed, result = run_module(dict(SMALL, url=server.url, result_path=str(path)), capsys)
+    assert not failed and result["result_file"]["written"] is True
+    assert json.loads(path.read_text())["schema"] == "pro6000.inference.sglang_bench/v1"
+    assert result["changed"] is False
+
+
+def test_result_file_is_written_when_gates_fail(server, capsys, tmp_path):
+    path = tmp_path / "bench.json"
+    failed, _result = run_module(dict(SMALL, url=server.url, result_path=str(path), min_decode_tps=1e9), capsys)
+    assert failed and json.loads(path.read_text())["passed"] is False
+
+
+def test_server_info_alias_and_api_key(server, capsys):
+    server.scenario.server_info_alias_only = True
+    failed, result = run_module(dict(SMALL, url=server.url, api_key="s3cret"), capsys)
+    assert not failed, result["msg"]
+    assert result["result"]["server"]["server_info_path"] == "/get_server_info"
+    assert all(r["headers"].get("Authorization") == "Bearer s3cret" for r in server.scenario.requests)
+    assert "s3cret" not in json.dumps(result)
+
+
+def test_bad_options_stop_before_any_request(server, capsys):
+    failed, result = run_module(dict(SMALL, url=server.url, concurrency=0), capsys)
+    assert failed and result["msg"] == "concurrency must be at least 1, got 0"
+    assert not server.scenario.requests
+
+
+def test_barrier_releases_all_workers_together(server, capsys):
+    # With a 0.3 s stream, 3 workers x 2 requests take ~0.6 s when released together.
+    server.scenario.chat_stream = lambda p: [("pause", 0.3)] + chat_events(p["max_tokens"])
+    failed, result = run_module(dict(SMALL, url=server.url, warmup_requests=0), capsys)
+    assert not failed, result["msg"]
+    level = result["result"]["levels"][1]
+    assert level["achieved_concurrency"] > 2.5

@@ -1,0 +1,136 @@
+"""sglang_probe against a scripted SGLang-shaped server on loopback."""
+import json
+import socket
+
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+from sglang_fake_server import FakeSGLang
+
+from ansible_collections.pro6000.inference.plugins.modules import sglang_probe
+
+
+def run_module(args, capsys):
+    """Run the module's main() and return (failed, result) from the JSON it prints."""
+    with patch_module_args(args):
+        with pytest.raises(SystemExit) as exit_info:
+            sglang_probe.main()
+    result = json.loads(capsys.readouterr().out)
+    return exit_info.value.code != 0, result
+
+
+@pytest.fixture
+def server():
+    with FakeSGLang() as fake:
+        yield fake
+
+
+EXPECTED = {
+    "model": "/srv/models/Qwen3.6-27B/",
+    "speculative_algorithm": "dflash",
+    "speculative_num_draft_tokens": 16,
+    "speculative_draft_model_path": "/srv/models/Qwen3.6-27B-DFlash",
+}
+
+
+def test_matching_server_returns_facts_and_no_change(server, capsys):
+    failed, result = run_module(dict(EXPECTED, url=server.url), capsys)
+    assert not failed, result["msg"]
+    assert result["changed"] is False and result["mismatches"] == []
+    facts = result["server"]
+    assert facts["server_info_path"] == "/server_info" and facts["version"] == "0.5.23"
+    assert facts["models"] == ["Qwen3.6-27B"] and facts["max_model_len"] == 262144
+    assert facts["speculative"]["algorithm"] == "DFLASH" and facts["speculative"]["num_draft_tokens"] == 16
+    assert facts["speculative"]["avg_spec_accept_length"] == [6.5]
+    assert result["model_info"]["architectures"] == ["Qwen3_5ForConditionalGeneration"]
+
+
+def test_old_alias_is_used_when_server_info_is_missing(server, capsys):
+    server.scenario.server_info_alias_only = True
+    failed, result = run_module(dict(EXPECTED, url=server.url), capsys)
+    assert not failed and result["server"]["server_info_path"] == "/get_server_info"
+
+
+def test_every_mismatch_is_named(server, capsys):
+    server.scenario.server_info["speculative_num_draft_tokens"] = 8
+    failed, result = run_module(dict(EXPECTED, url=server.url, speculative_algorithm="DDTREE",
+                                     speculative_ddtree_budget=15,
+                                     speculative_draft_model_path="/srv/models/other"), capsys)
+    assert failed and result["changed"] is False
+    assert "speculative_algorithm: expected 'DDTREE', the server reports 'DFLASH'" in result["msg"]
+    assert "speculative_num_draft_tokens: expected 16, the server reports 8" in result["msg"]
+    assert "speculative_ddtree_budget: expected 15, the server reports None" in result["msg"]
+    assert "speculative_draft_model_path: expected '/srv/models/other'" in result["msg"]
+    assert [m["setting"] for m in result["mismatches"]] == [
+        "speculative_algorithm", "speculative_num_draft_tokens", "speculative_ddtree_budget",
+        "speculative_draft_model_path"]
+
+
+def test_server_that_should_speculate_but_does_not_fails(server, capsys):
+    server.scenario.server_info.update(speculative_algorithm=None, speculative_num_draft_tokens=None)
+    failed, result = run_module({"url": server.url, "speculative_algorithm": "DFLASH"}, capsys)
+    assert failed and "speculative_algorithm: expected 'DFLASH', the server reports 'NONE'" in result["msg"]
+
+
+def test_expecting_no_speculation(server, capsys):
+    server.scenario.server_info["speculative_algorithm"] = None
+    failed, result = run_module({"url": server.url, "speculative_algorithm": "none"}, capsys)
+    assert not failed, result["msg"]
+
+
+def test_ddtree_fork_flag_counts_as_ddtree(server, capsys):
+    server.scenario.server_info.update(speculative_dflash_enable_ddtree=True, speculative_ddtree_budget=15)
+    failed, result = run_module({"url": server.url, "speculative_algorithm": "DDTREE",
+                                 "speculative_ddtree_budget": 15}, capsys)
+    assert not failed, result["msg"]
+
+
+def test_wrong_model_is_named(server, capsys):
+    failed, result = run_module({"url": server.url, "model": "/srv/models/Llama"}, capsys)
+    assert failed and "model: expected '/srv/models/Llama'" in result["msg"]
+
+
+def test_served_model_name_matches(server, capsys):
+    failed, result = run_module({"url": server.url, "model": "Qwen3.6-27B"}, capsys)
+    assert not failed, result["msg"]
+
+
+def test_waits_for_readiness_within_the_deadline(server, capsys):
+    server.scenario.healthy_after = 0.6
+    failed, result = run_module({"url": server.url, "wait_timeout": 10, "wait_interval": 0.1}, capsys)
+    assert not failed, result["msg"]
+    assert 0.3 <= result["server"]["waited_s"] < 5
+
+
+def test_not_ready_by_the_deadline_fails(server, capsys):
+    server.scenario.healthy_after = 60
+    failed, result = run_module({"url": server.url, "wait_timeout": 0.4, "wait_interval": 0.1}, capsys)
+    assert failed
+    assert "/health did not answer HTTP 200 within 0.4 s; last answer: HTTP 503" in result["msg"]
+
+
+def test_server_down_fails_with_the_reason(capsys):
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    failed, result = run_module({"url": "http://127.0.0.1:%d" % port}, capsys)
+    assert failed and "ConnectionRefusedError" in result["msg"]
+
+
+def test_slow_server_past_the_request_timeout_fails(server, capsys):
+    server.scenario.pause_before_answer = 2
+    failed, result = run_module({"url": server.url, "timeout": 0.3}, capsys)
+    assert failed and "timed out" in result["msg"]
+
+
+def test_check_mode_behaves_the_same(server, capsys):
+    failed, result = run_module(dict(EXPECTED, url=server.url, _ansible_check_mode=True), capsys)
+    assert not failed and result["changed"] is False
+
+
+def test_api_key_is_not_logged_and_is_sent(server, capsys):
+    failed, result = run_module({"url": server.url, "api_key": "s3cret"}, capsys)
+    assert not failed
+    assert all(r["headers"].get("Authorization") == "Bearer s3cret" for r in server.scenario.requests)
+    assert "s3cret" not in json.dumps(result)

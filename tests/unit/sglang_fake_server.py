@@ -1,0 +1,218 @@
+"""A scriptable SGLang-shaped HTTP server on loopback for the sglang_* unit tests.
+
+Each test sets what the endpoints answer (field names and SSE shapes as SGLang sends them) and
+injects failures: HTTP errors, error events, truncated streams, slow answers, missing endpoints.
+It runs in threads of the test process and is shut down by the fixture that started it.
+"""
+import http.server
+import json
+import threading
+import time
+
+SERVER_INFO = {
+    "version": "0.5.23",
+    "model_path": "/srv/models/Qwen3.6-27B",
+    "speculative_algorithm": "DFLASH",
+    "speculative_num_draft_tokens": 16,
+    "speculative_draft_model_path": "/srv/models/Qwen3.6-27B-DFlash",
+    "attention_backend": "flashinfer",
+    "page_size": 1,
+    "internal_states": [{"avg_spec_accept_length": 6.5, "last_gen_throughput": 100.0}],
+}
+
+# Longest a scripted pause may last, so that a test can never hang on its own server.
+MAX_PAUSE_S = 5.0
+
+
+def sse(obj):
+    return b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n"
+
+
+def chat_events(max_tokens, per_chunk=4, continuous_usage=True, comments=True, reasoning=False,
+                model="Qwen3.6-27B", pause=0.0):
+    """An OpenAI chat stream as SGLang sends it: role-only first delta, content chunks of
+    ``per_chunk`` tokens (``pause`` seconds apart), a finish chunk, a usage-only chunk with
+    empty choices, [DONE]."""
+    base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": model}
+    events = []
+    if comments:
+        events.append(b": keep-alive\n\n")
+    role_only = {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+    events.append(sse(dict(base, choices=[role_only])))
+    sent = 0
+    while sent < max_tokens:
+        k = min(per_chunk, max_tokens - sent)
+        sent += k
+        field = "reasoning_content" if reasoning and sent <= max_tokens // 2 else "content"
+        chunk = dict(base, choices=[{"index": 0, "delta": {field: "tok " * k}, "finish_reason": None}])
+        if continuous_usage:
+            chunk["usage"] = {"prompt_tokens": 20, "completion_tokens": sent, "total_tokens": 20 + sent}
+        if pause and sent > k:
+            events.append(("pause", pause))
+        events.append(sse(chunk))
+        if comments and sent == per_chunk:
+            events.append(b":ping\n\n")
+    events.append(sse(dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": "length"}])))
+    usage = {"prompt_tokens": 20, "completion_tokens": sent, "total_tokens": 20 + sent}
+    events.append(sse(dict(base, choices=[], usage=usage)))
+    events.append(b"data: [DONE]\n\n")
+    return events
+
+
+class Scenario:
+    """What the fake server answers; tests change the attributes."""
+
+    def __init__(self):
+        self.health_status = 200
+        self.healthy_after = 0.0  # seconds after start during which /health answers 503
+        self.server_info = dict(SERVER_INFO)
+        self.server_info_alias_only = False
+        self.model_info = {"model_path": "/srv/models/Qwen3.6-27B", "is_generation": True,
+                           "architectures": ["Qwen3_5ForConditionalGeneration"]}
+        self.models = [{"id": "Qwen3.6-27B", "object": "model", "root": "/srv/models/Qwen3.6-27B",
+                        "max_model_len": 262144}]
+        self.metrics = None
+        self.tokens_per_chunk = 4
+        self.accept_length = 6.5  # /generate completion_tokens / spec_verify_ct
+        self.generate_has_spec = True
+        self.chat_status = 200
+        self.chat_stream = None  # function(payload) -> list of bytes / ("pause", s) / "close"
+        self.pause_before_answer = 0.0
+        self.generated_tokens = 0
+        self.lock = threading.Lock()
+        self.requests = []
+
+    def enable_metrics(self):
+        self.metrics = lambda: (
+            "# TYPE sglang:generation_tokens_total counter\n"
+            'sglang:generation_tokens_total{model_name="Qwen3.6-27B"} %d\n' % self.generated_tokens)
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    @property
+    def scenario(self):
+        return self.server.scenario
+
+    def _json(self, status, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _text(self, status, text, content_type="text/plain"):
+        body = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _record(self, payload=None):
+        self.scenario.requests.append({"method": self.command, "path": self.path,
+                                       "client_port": self.client_address[1],
+                                       "headers": dict(self.headers), "payload": payload})
+
+    def do_GET(self):
+        self._record()
+        sc = self.scenario
+        if sc.pause_before_answer:
+            time.sleep(min(sc.pause_before_answer, MAX_PAUSE_S))
+        if self.path == "/health":
+            starting = time.monotonic() - self.server.started < sc.healthy_after
+            self._text(503 if starting else sc.health_status, "")
+        elif self.path == "/server_info" and not sc.server_info_alias_only:
+            self._json(200, sc.server_info)
+        elif self.path == "/get_server_info":
+            self._json(200, sc.server_info)
+        elif self.path in ("/model_info", "/get_model_info"):
+            self._json(200, sc.model_info)
+        elif self.path == "/v1/models":
+            self._json(200, {"object": "list", "data": sc.models})
+        elif self.path == "/metrics" and sc.metrics is not None:
+            self._text(200, sc.metrics())
+        else:
+            self._json(404, {"detail": "Not Found"})
+
+    def do_POST(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        payload = json.loads(self.rfile.read(length) or b"null")
+        self._record(payload)
+        sc = self.scenario
+        if self.path == "/flush_cache":
+            self._text(200, "Cache flushed.")
+        elif self.path == "/generate":
+            tokens = payload["sampling_params"]["max_new_tokens"]
+            meta = {"prompt_tokens": 20, "completion_tokens": tokens, "finish_reason": {"type": "length"}}
+            if sc.generate_has_spec:
+                meta["spec_verify_ct"] = int(round(tokens / sc.accept_length))
+            self._json(200, {"text": "tok " * tokens, "meta_info": meta})
+        elif self.path == "/v1/chat/completions":
+            self._chat(payload)
+        else:
+            self._json(404, {"detail": "Not Found"})
+
+    def _chat(self, payload):
+        sc = self.scenario
+        if sc.chat_status != 200:
+            self._json(sc.chat_status, {"object": "error", "message": "scripted failure",
+                                        "code": sc.chat_status})
+            return
+        if sc.chat_stream is not None:
+            events = sc.chat_stream(payload)
+        else:
+            # Paced like a server's decode steps, so that chunks arrive at distinct times.
+            events = chat_events(payload["max_tokens"], per_chunk=sc.tokens_per_chunk, pause=0.002)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for item in events:
+            if item == "close":
+                # Truncated stream: drop the connection without the terminating chunk.
+                self.wfile.flush()
+                self.close_connection = True
+                return
+            if isinstance(item, tuple):
+                time.sleep(min(item[1], MAX_PAUSE_S))
+                continue
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(item), item))
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
+        if sc.chat_stream is None:
+            with sc.lock:
+                sc.generated_tokens += payload["max_tokens"]
+
+
+class FakeSGLang(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.scenario = Scenario()
+        self.started = time.monotonic()
+        self.thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+
+    def handle_error(self, request, client_address):
+        # Clients that hang up mid-stream (deadline and timeout tests) are expected here.
+        pass
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.server_address[1]
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
+        self.server_close()
+        self.thread.join(timeout=5)
