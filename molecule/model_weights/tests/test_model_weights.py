@@ -1,0 +1,87 @@
+"""Fresh stage from the hub double and the mirror, then a no-op rerun that transferred nothing."""
+import hashlib
+import json
+
+import pytest
+
+TOKEN = "hf_double_0123456789abcdef"
+LOG = "/var/log/weights-doubles/requests.jsonl"
+FACTS = "/etc/ansible/facts.d/model_weights.fact"
+TARGET = ("Qwen/Qwen3.6-27B", hashlib.sha1(b"Qwen/Qwen3.6-27B@v1").hexdigest(), "/srv/models/Qwen3.6-27B")
+DRAFTER = ("z-lab/Qwen3.6-27B-DFlash", hashlib.sha1(b"z-lab/Qwen3.6-27B-DFlash@v1").hexdigest(),
+           "/srv/models/Qwen3.6-27B-DFlash")
+
+
+def requests(host):
+    return [json.loads(line) for line in host.file(LOG).content_string.splitlines() if line]
+
+
+@pytest.mark.parametrize("repo_id, commit, path", [TARGET, DRAFTER])
+def test_link_points_at_a_verified_copy_of_the_pinned_revision(host, repo_id, commit, path):
+    link = host.file(path)
+    assert link.is_symlink
+    assert link.linked_to == f"{path}.revs/{commit}"
+    marker = json.loads(host.file(f"{path}/.model_weights.json").content_string)
+    assert marker["revision"] == commit and marker["repo_id"] == repo_id
+    manifest = json.loads(host.file(f"/srv/fixtures/weights/mirror/{repo_id}/{commit}/manifest.json").content_string)
+    assert sorted(marker["files"]) == sorted(entry["path"] for entry in manifest["files"])
+    for entry in manifest["files"]:
+        assert host.check_output(f"sha256sum {path}/{entry['path']}").split()[0] == entry["sha256"]
+
+
+@pytest.mark.parametrize("path", [TARGET[2], DRAFTER[2]])
+def test_copies_belong_to_the_service_user_and_are_read_only_for_others(host, path):
+    assert host.user("sglang").exists
+    for line in host.check_output(f"find -L {path} -printf '%u %g %m %y\\n'").splitlines():
+        user, group, mode, kind = line.split()
+        assert (user, group) == ("sglang", "sglang")
+        assert mode == ("755" if kind == "d" else "644")
+
+
+def test_no_staging_leftovers_or_client_caches(host):
+    for path in (TARGET[2], DRAFTER[2]):
+        names = host.check_output(f"find {path}.revs -mindepth 1 -maxdepth 2 -printf '%P\\n'").split()
+        assert not [n for n in names if ".staging-" in n or n.endswith(".part") or n.startswith(".hf-home")]
+        assert not host.file(f"{path}/.cache").exists
+
+
+def test_hub_client_was_installed_from_the_local_index_at_the_pinned_version(host):
+    version = host.check_output("/opt/pro6000/model-weights-venv/bin/python -c "
+                                "'import huggingface_hub; print(huggingface_hub.__version__)'")
+    assert version == "2.4.0"
+    assert any(r["path"].startswith("/simple/huggingface-hub") for r in requests(host))
+
+
+def test_hub_files_came_through_the_real_client_with_the_token_and_lfs_redirects(host):
+    log = requests(host)
+    resolves = [r for r in log if r["listener"] == "hub" and "/resolve/" in r["path"]]
+    assert resolves and all(r["auth"] for r in resolves)
+    cdn = [r for r in log if r["listener"] == "cdn" and r["method"] == "GET"]
+    assert len(cdn) == 2 and not any(r["auth"] for r in cdn)  # both shards, token not sent to the CDN
+    assert all(r["status"] in (200, 206, 302) for r in log if r["listener"] in ("hub", "cdn"))
+
+
+def test_the_token_is_not_written_anywhere(host):
+    found = host.run(f"grep -rl {TOKEN} /srv/models /etc/ansible /opt/pro6000 /root /var/tmp")
+    assert found.rc == 1, found.stdout
+
+
+def test_rerun_transferred_nothing(host):
+    # The facts file is written at the end of the converge; the idempotence run came after it.
+    converged = float(host.check_output(f"stat -c %.6Y {FACTS}"))
+    later = [r for r in requests(host) if r["t"] > converged]
+    assert later == []
+
+
+def test_facts_record_paths_revisions_and_the_drafter_config(host):
+    models = json.loads(host.file(FACTS).content_string)["models"]
+    target, drafter = models["target"], models["drafter"]
+    assert target["path"] == TARGET[2] and target["revision"] == TARGET[1] and target["source"] == "hub"
+    assert target["commit"] == TARGET[1]
+    assert target["num_hidden_layers"] == 64 and target["model_type"] == "qwen3_5"
+    assert target["files"] == 6 and target["bytes"] > 5 * 1024 * 1024
+    assert drafter["path"] == DRAFTER[2] and drafter["source"] == "mirror"
+    assert drafter["dflash"]["block_size"] == 16
+    assert drafter["dflash"]["target_layer_ids"] == [1, 16, 31, 46, 61]
+    assert drafter["dflash"]["mask_token_id"] == 248077
+    assert target["verified_at"] and drafter["verified_at"]

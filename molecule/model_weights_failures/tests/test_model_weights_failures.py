@@ -1,0 +1,50 @@
+"""After the failures: the target is v2 and intact, v1 kept, the drafter unchanged, no leftovers."""
+import hashlib
+import json
+
+TARGET = "/srv/models/Qwen3.6-27B"
+DRAFTER = "/srv/models/Qwen3.6-27B-DFlash"
+V1 = hashlib.sha1(b"Qwen/Qwen3.6-27B@v1").hexdigest()
+V2 = hashlib.sha1(b"Qwen/Qwen3.6-27B@v2").hexdigest()
+DRAFTER_V1 = hashlib.sha1(b"z-lab/Qwen3.6-27B-DFlash@v1").hexdigest()
+
+
+def manifest(host, repo_id, commit):
+    path = f"/srv/fixtures/weights/mirror/{repo_id}/{commit}/manifest.json"
+    return json.loads(host.file(path).content_string)["files"]
+
+
+def test_target_serves_v2_with_every_file_matching_its_digest(host):
+    assert host.file(TARGET).linked_to.startswith(f"{TARGET}.revs/{V2}")
+    for entry in manifest(host, "Qwen/Qwen3.6-27B", V2):
+        assert host.check_output(f"sha256sum {TARGET}/{entry['path']}").split()[0] == entry["sha256"]
+
+
+def test_unchanged_files_are_shared_with_the_previous_revision(host):
+    # v2 kept v1's tokenizer by a hard link instead of a second download.
+    assert host.file(f"{TARGET}.revs/{V1}/tokenizer.json").exists
+    inode = host.check_output(f"stat -c %i {TARGET}/tokenizer.json")
+    assert host.check_output(f"stat -c %i {TARGET}.revs/{V1}/tokenizer.json") == inode
+
+
+def test_drafter_still_serves_v1(host):
+    assert host.file(DRAFTER).linked_to == f"{DRAFTER}.revs/{DRAFTER_V1}"
+    config = json.loads(host.file(f"{DRAFTER}/config.json").content_string)
+    assert config["dflash_config"]["target_layer_ids"] == [1, 16, 31, 46, 61]
+
+
+def test_only_the_current_and_one_previous_copy_remain(host):
+    names = sorted(host.check_output(f"ls -A {TARGET}.revs").split())
+    assert names == sorted([".lock", V1, host.file(TARGET).linked_to.rsplit("/", 1)[1]])
+
+
+def test_facts_describe_the_copies_in_use(host):
+    models = json.loads(host.file("/etc/ansible/facts.d/model_weights.fact").content_string)["models"]
+    assert models["target"]["revision"] == V2 and models["target"]["source"] == "mirror"
+    assert models["drafter"]["revision"] == DRAFTER_V1 and models["drafter"]["source"] == "path"
+    assert models["drafter"]["dflash"]["block_size"] == 16
+
+
+def test_the_failed_bad_drafter_staging_is_kept_for_inspection_not_served(host):
+    bad = hashlib.sha1(b"z-lab/Qwen3.6-27B-DFlash@bad").hexdigest()
+    assert host.file(f"{DRAFTER}.revs/.staging-{bad}/config.json").exists
