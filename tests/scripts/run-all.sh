@@ -48,8 +48,44 @@ stage lint ansible-lint --profile production
 stage sanity tests/scripts/sanity.sh
 stage collection-build collection_build
 pytest_stage pytest tests/unit tests/integration chatops/tests
-for scenario in "$@"; do
-  stage "molecule-$scenario" molecule test -s "$scenario"
+# Scenarios spend most of their time waiting on containers, not on the CPU: run
+# MOLECULE_JOBS of them side by side (each has containers and logs of its own).
+molecule_stage() {
+  local scenario=$1 start=$SECONDS
+  if molecule test -s "$scenario" >"$logs/molecule-$scenario.log" 2>&1; then
+    echo "ok $((SECONDS - start))" >"$logs/molecule-$scenario.status"
+  else
+    echo "FAILED $((SECONDS - start))" >"$logs/molecule-$scenario.status"
+  fi
+}
+jobs_max=${MOLECULE_JOBS:-2}
+scenarios=("$@")
+parallel=()
+for scenario in "${scenarios[@]}"; do
+  # The default scenario imports every shared prepare step: alone first, it fills the
+  # controller-side caches (wheels, archives) that the scenarios after it only read.
+  if [ "$scenario" = default ]; then
+    echo "==> molecule-default (alone, first)"
+    molecule_stage default
+  else
+    parallel+=("$scenario")
+  fi
+done
+for scenario in "${parallel[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
+  echo "==> molecule-$scenario (started)"
+  molecule_stage "$scenario" &
+done
+wait
+for scenario in "${scenarios[@]}"; do
+  read -r verdict seconds <"$logs/molecule-$scenario.status"
+  echo "==> molecule-$scenario: $verdict ($seconds s)"
+  if [ "$verdict" = ok ]; then
+    passed+=("molecule-$scenario")
+  else
+    failed+=("molecule-$scenario")
+    tail -80 "$logs/molecule-$scenario.log" | sed 's/^/    | /'
+  fi
 done
 
 echo

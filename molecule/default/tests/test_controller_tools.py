@@ -1,0 +1,38 @@
+"""What operators run from the controller against the converged lab host: the chat bot's
+end-to-end tests through the real ansible-runner, and tune.yml picking the double's known-best
+configuration (DDTree 16 with budget 15, by the double's timing model)."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+REPO = pathlib.Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
+
+
+def test_chatops_end_to_end_against_the_lab():
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "chatops/tests", "-m", "lab", "-q", "-p", "no:cacheprovider"],
+        cwd=REPO, env=dict(os.environ, PRO6000_LAB="1"), capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert " passed" in run.stdout and "skipped" not in run.stdout
+
+
+def test_tune_reports_the_known_best_configuration(tmp_path):
+    report = tmp_path / "tune.json"
+    run = subprocess.run(
+        ["ansible-playbook", "-i", "inventories/lab", "playbooks/tune.yml",
+         "-e", "tune_host=pro6000-lab", "-e", f"tune_report_path={report}",
+         "-e", "tune_bench_max_tokens=64"],
+        cwd=REPO, capture_output=True, text=True, timeout=1200)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    table = json.loads(report.read_text())
+    assert table["best"]["name"] == "ddtree-16-b15"
+    rows = dict((row["name"], row) for row in table["rows"])
+    assert rows["none"]["speedup"] == 1.0
+    assert rows["ddtree-16-b15"]["speedup"] > rows["dflash-8"]["speedup"] > rows["dflash-16"]["speedup"] > 1
+    # The server is left on the winner, which is also what the inventory asks for.
+    info = json.loads(subprocess.run(
+        ["docker", "exec", "pro6000-lab", "curl", "-sf", "http://127.0.0.1:30000/server_info"],
+        capture_output=True, text=True, check=True).stdout)
+    assert (info["speculative_algorithm"], info["speculative_num_draft_tokens"]) == ("DDTREE", 16)
