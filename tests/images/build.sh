@@ -10,7 +10,10 @@ suite=${1:-bookworm}
 image=${2:-pro6000/debian12-systemd:latest}
 here=$(cd "$(dirname "$0")" && pwd)
 ca_dir=/usr/local/share/ca-certificates
-packages=systemd,systemd-sysv,dbus,python3,python3-apt,python3-venv,sudo,iproute2,ca-certificates,procps,kmod,git,gnupg,curl
+# What a provisioned host already has, plus what the roles install themselves (python3-venv, git,
+# python3-debian for deb822_repository): preinstalled so that each scenario does not fetch it
+# again; the roles still declare them and find them present.
+packages=systemd,systemd-sysv,dbus,python3,python3-apt,python3-venv,python3-debian,sudo,iproute2,ca-certificates,procps,kmod,git,gnupg,curl
 
 recipe_hash=$( { cat "$0"; echo "$suite $packages"; find "$ca_dir" -type f -name '*.crt' -print0 2>/dev/null | sort -z | xargs -0 -r cat; } | sha256sum | cut -c1-16)
 

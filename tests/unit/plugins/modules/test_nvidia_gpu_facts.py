@@ -1,0 +1,276 @@
+"""nvidia_gpu_facts run as Ansible runs it (a process reading an args file) against simulated hosts.
+
+The simulated host is a procfs/sysfs tree under tmp_path and executables that print the real
+outputs of tests/fixtures/real-gpu-host (or the real failure messages of nvidia-smi).
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.pro6000.inference.plugins.module_utils import _nvidia
+
+REPO = pathlib.Path(__file__).resolve().parents[4]
+MODULE = REPO / "plugins" / "modules" / "nvidia_gpu_facts.py"
+REAL = REPO / "tests" / "fixtures" / "real-gpu-host"
+MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 590.48\n"
+NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+             "Make sure that the latest NVIDIA driver is installed and running.\n")
+DPKG_HEADER = ("Desired=Unknown/Install/Remove/Purge/Hold\n"
+               "| Status=Not/Inst/Conf-files/Unpacked/halF-conf/Half-inst/trig-aWait/Trig-pend\n"
+               "||/ Name Version Architecture Description\n"
+               "+++-====-=======-============-===========\n")
+
+
+class Host:
+    """A simulated host: sysfs/procfs files and executables on a private PATH."""
+
+    def __init__(self, root):
+        self.root = root
+        self.bin = root / "bin"
+        self.bin.mkdir()
+        self.proc = root / "proc"
+        self.sys = root / "sys"
+        (self.sys / "bus" / "pci" / "devices").mkdir(parents=True)
+        self.proc.mkdir()
+        self.executable("dpkg", stdout=DPKG_HEADER)
+
+    def executable(self, name, stdout="", rc=0, by_args=None):
+        """A shell script printing stdout (or by_args[first argument]) and exiting with rc."""
+        outputs = {"*": (stdout, rc)}
+        outputs.update(by_args or {})
+        cases = []
+        for pattern, (text, code) in outputs.items():
+            data = self.root / ("%s-%d.out" % (name, len(cases)))
+            data.write_text(text)
+            cases.append("  %s) cat '%s'; exit %d ;;" % (pattern if pattern == "*" else "'%s'" % pattern, data, code))
+        # The catch-all case must come last.
+        cases.append(cases.pop(0))
+        script = self.bin / name
+        script.write_text("#!/bin/sh\ncase \"$1\" in\n%s\nesac\n" % "\n".join(cases))
+        script.chmod(0o755)
+
+    def modinfo(self, version, license_text):
+        """modinfo answering -F version / -F license for the nvidia module."""
+        script = self.bin / "modinfo"
+        script.write_text('#!/bin/sh\n[ "$2" = license ] && echo "%s" || echo %s\n' % (license_text, version))
+        script.chmod(0o755)
+
+    def pci_gpu(self, address="0000:01:00.0", device="0x2bb5", vendor="0x10de", device_class="0x030200"):
+        base = self.sys / "bus" / "pci" / "devices" / address
+        base.mkdir()
+        (base / "vendor").write_text(vendor + "\n")
+        (base / "device").write_text(device + "\n")
+        (base / "class").write_text(device_class + "\n")
+
+    def loaded(self, proc_text, sys_text):
+        (self.proc / "driver" / "nvidia").mkdir(parents=True)
+        (self.proc / "driver" / "nvidia" / "version").write_text(proc_text)
+        (self.sys / "module" / "nvidia").mkdir(parents=True)
+        (self.sys / "module" / "nvidia" / "version").write_text(sys_text)
+
+    def run(self, **params):
+        args = {"proc_path": str(self.proc), "sys_path": str(self.sys)}
+        args.update(params)
+        args_file = self.root / "args.json"
+        args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+        env = dict(os.environ, PATH="%s:/usr/bin:/bin" % self.bin,
+                   PYTHONPATH=str(REPO / "collections"))
+        done = subprocess.run([sys.executable, str(MODULE), str(args_file)], env=env,
+                              capture_output=True, text=True, check=False)
+        result = json.loads(done.stdout)
+        assert not result.get("failed"), result
+        assert result["changed"] is False
+        return result["ansible_facts"]["nvidia_gpu"]
+
+
+@pytest.fixture
+def host(tmp_path):
+    return Host(tmp_path)
+
+
+def real(name):
+    return (REAL / name).read_text()
+
+
+def dpkg_rows(*rows):
+    return DPKG_HEADER + "".join("ii  %s %s amd64 %s\n" % row for row in rows)
+
+
+def test_real_gpu_host_with_matching_driver(host):
+    host.pci_gpu(address="0000:00:06.0", device="0x2335")
+    host.loaded(real("proc-driver-nvidia-version.txt"), real("sys-module-nvidia-version.txt"))
+    host.executable("nvidia-smi", stdout=real("nvidia-smi-query.csv"),
+                    by_args={"--version": (real("nvidia-smi-version.txt"), 0)})
+    host.modinfo("580.159.04", "Dual MIT/GPL")
+    facts = host.run()
+    assert facts["gpu_present"] is True
+    assert facts["gpu_count"] == 1
+    assert facts["blackwell_present"] is False
+    assert facts["gpus"] == [{
+        "index": 0, "name": "NVIDIA H200", "uuid": "GPU-4ed21e5a-8d48-380e-78f2-719f33a452dc",
+        "pci_bus_id": "00000000:00:06.0", "memory_total_mib": 143771, "compute_capability": "9.0",
+        "persistence_mode": True,
+    }]
+    assert facts["loaded_version"] == "580.159.04"
+    assert facts["loaded_flavour"] == "open"
+    assert facts["installed_version"] == "580.159.04"
+    assert facts["installed_flavour"] == "open"
+    assert facts["flavour"] == "open"
+    assert facts["user_space_version"] == "580.159.04"
+    assert facts["cuda_driver_version"] == "13.0"
+    assert facts["nvml_mismatch"] is False
+    assert facts["reboot_needed"] is False
+    assert facts["reboot_reasons"] == []
+
+
+def test_upgrade_under_a_loaded_module_needs_a_reboot(host):
+    host.pci_gpu()
+    host.loaded(real("proc-driver-nvidia-version.txt").replace("580.159.04", "580.95.05"), "580.95.05\n")
+    host.executable("nvidia-smi", stdout=MISMATCH, rc=18)
+    host.executable("dpkg", stdout=dpkg_rows(
+        ("nvidia-open", "590.48.01-1", "NVIDIA driver metapackage"),
+        ("nvidia-kernel-open-dkms", "590.48.01-1", "NVIDIA binary kernel module DKMS source"),
+        ("nvidia-driver-pinning-590.48.01", "590.48.01-1", "pin"),
+        ("python3", "3.11.2-1+b1", "not an NVIDIA package"),
+    ))
+    facts = host.run()
+    assert facts["nvml_mismatch"] is True
+    assert facts["nvml_library_version"] == "590.48"
+    assert facts["nvidia_smi_error"] == "Failed to initialize NVML: Driver/library version mismatch"
+    assert facts["installed_version"] == "590.48.01"
+    assert facts["installed_flavour"] == "open"
+    assert facts["installed_module_package"] == "nvidia-kernel-open-dkms"
+    assert facts["loaded_version"] == "580.95.05"
+    assert facts["blackwell_present"] is True
+    assert facts["gpus"] == []
+    assert facts["packages"] == {"nvidia-open": "590.48.01-1", "nvidia-kernel-open-dkms": "590.48.01-1",
+                                 "nvidia-driver-pinning-590.48.01": "590.48.01-1"}
+    assert facts["reboot_needed"] is True
+    assert facts["reboot_reasons"] == [
+        "nvidia-smi reports an NVML driver/library version mismatch",
+        "loaded module 580.95.05 differs from installed 590.48.01",
+    ]
+
+
+def test_fresh_install_before_the_first_boot(host):
+    host.pci_gpu()
+    host.executable("nvidia-smi", stdout=NO_DRIVER, rc=9)
+    host.executable("dpkg", stdout=dpkg_rows(("nvidia-dkms-open", "590.48.01-0ubuntu1", "NVIDIA DKMS")))
+    facts = host.run()
+    assert facts["module_loaded"] is False
+    assert facts["installed_version"] == "590.48.01"
+    assert facts["nvidia_smi_error"].startswith("NVIDIA-SMI has failed")
+    assert facts["reboot_reasons"] == ["driver 590.48.01 is installed but no nvidia module is loaded"]
+
+
+def test_modinfo_wins_over_the_package_and_gives_the_flavour(host):
+    host.pci_gpu()
+    host.loaded(real("proc-driver-nvidia-version.txt"), real("sys-module-nvidia-version.txt"))
+    host.executable("dpkg", stdout=dpkg_rows(("nvidia-dkms-580-open", "580.95.05-0ubuntu1", "NVIDIA DKMS")))
+    host.modinfo("580.159.04", "NVIDIA")
+    facts = host.run()
+    assert facts["installed_version"] == "580.159.04"
+    assert facts["installed_flavour"] == "proprietary"
+    assert facts["reboot_reasons"] == ["loaded open module differs from installed proprietary module"]
+
+
+def test_no_gpu_and_no_driver(host):
+    host.pci_gpu(address="0000:00:02.0", vendor="0x8086", device="0x46a6")
+    host.pci_gpu(address="0000:03:00.0", device="0x22bc", device_class="0x040300")  # NVIDIA audio
+    facts = host.run()
+    assert facts["gpu_present"] is False
+    assert facts["gpu_count"] == 0
+    assert facts["pci_devices"] == []
+    assert facts["module_loaded"] is False
+    assert facts["installed_version"] is None
+    assert facts["reboot_needed"] is False
+
+
+def test_driver_loaded_but_no_devices(host):
+    host.loaded(real("proc-driver-nvidia-version.txt"), real("sys-module-nvidia-version.txt"))
+    host.executable("nvidia-smi", stdout="No devices were found\n", rc=6)
+    facts = host.run()
+    assert facts["gpu_present"] is False
+    assert facts["nvidia_smi_error"] == "No devices were found"
+    assert facts["nvml_mismatch"] is False
+
+
+def test_held_packages_are_reported(host):
+    host.executable("dpkg", stdout=DPKG_HEADER + "hi  libnvidia-compute 590.48.01-1 amd64 NVIDIA compute\n")
+    assert host.run()["held_packages"] == ["libnvidia-compute"]
+
+
+def test_runs_in_check_mode(host):
+    args_file = host.root / "args.json"
+    host.pci_gpu()
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {
+        "proc_path": str(host.proc), "sys_path": str(host.sys), "_ansible_check_mode": True}}))
+    env = dict(os.environ, PATH="%s:/usr/bin:/bin" % host.bin, PYTHONPATH=str(REPO / "collections"))
+    done = subprocess.run([sys.executable, str(MODULE), str(args_file)], env=env, capture_output=True,
+                          text=True, check=True)
+    result = json.loads(done.stdout)
+    assert result["changed"] is False
+    assert result["ansible_facts"]["nvidia_gpu"]["gpu_count"] == 1
+
+
+def load_repo_builder():
+    """tests/fixtures/nvidia_repo/build_repo.py, which renders the packaged nvidia-smi double."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("build_repo", REPO / "tests" / "fixtures" / "nvidia_repo" / "build_repo.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_nvidia_smi_double_reads_like_the_real_host(host, monkeypatch):
+    """Facts from the packaged nvidia-smi double equal the facts from the real captures."""
+    builder = load_repo_builder()
+    state = host.root / "double-state"
+    (state / "sys" / "module" / "nvidia").mkdir(parents=True)
+    (state / "sys" / "module" / "nvidia" / "version").write_text("580.159.04\n")
+    (state / "hardware.json").write_text(json.dumps({"gpus": [{
+        "name": "NVIDIA H200", "uuid": "GPU-4ed21e5a-8d48-380e-78f2-719f33a452dc", "pci_bus_id": "00000000:00:06.0",
+        "memory_total_mib": 143771, "compute_cap": "9.0", "power_limit_w": 700, "architecture": "Hopper"}]}))
+    monkeypatch.setenv("NVIDIA_TEST_DOUBLE_STATE", str(state))
+    smi = host.bin / "nvidia-smi"
+    smi.write_text(builder.render("nvidia-smi", VERSION="580.159.04", CUDA_VERSION="13.0",
+                                  XML_TEMPLATE=json.dumps(builder.xml_template())))
+    smi.chmod(0o755)
+    host.pci_gpu(address="0000:00:06.0", device="0x2335")
+    host.loaded(real("proc-driver-nvidia-version.txt"), real("sys-module-nvidia-version.txt"))
+    double = host.run()
+
+    assert double["gpus"] == [{
+        "index": 0, "name": "NVIDIA H200", "uuid": "GPU-4ed21e5a-8d48-380e-78f2-719f33a452dc",
+        "pci_bus_id": "00000000:00:06.0", "memory_total_mib": 143771, "compute_capability": "9.0",
+        "persistence_mode": False,  # no persistence daemon runs here; the real host had one
+    }]
+    assert double["user_space_version"] == "580.159.04"
+    assert double["cuda_driver_version"] == "13.0"
+    assert double["reboot_needed"] is False
+
+    # The other forms the double prints parse like the real captures.
+
+    def run(*args):
+        return subprocess.run([str(smi)] + list(args), capture_output=True, text=True, check=True).stdout
+    assert _nvidia.parse_smi_version(run("--version")) == _nvidia.parse_smi_version(real("nvidia-smi-version.txt"))
+    table = _nvidia.parse_smi_table(run())
+    real_table = _nvidia.parse_smi_table(real("nvidia-smi.txt"))
+    real_table["gpus"][0]["persistence_mode"] = False
+    assert table == real_table
+    xml = _nvidia.parse_smi_xml(run("-q", "-x"))
+    real_xml = _nvidia.parse_smi_xml(real("nvidia-smi-q.xml"))
+    real_xml["gpus"][0]["persistence_mode"] = False
+    assert xml == real_xml
+    fields = ["driver_version", "name", "compute_cap", "memory.total"]
+    assert _nvidia.parse_query_csv(run("--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"), fields) == \
+        _nvidia.parse_query_csv(real("nvidia-smi-query-noheader-nounits.csv"), fields)
+    # A module loaded from another driver: the double fails like the real one.
+    (state / "sys" / "module" / "nvidia" / "version").write_text("590.48.01\n")
+    mismatch = subprocess.run([str(smi)], capture_output=True, text=True, check=False)
+    assert mismatch.returncode == 18
+    assert _nvidia.nvml_mismatch(mismatch.stdout)
