@@ -1,0 +1,110 @@
+"""The converged host after the side effects: DDTree at draft length 8, sandboxed, key kept secret."""
+import json
+import re
+
+import pytest
+
+UNIT = "sglang-qwen.service"
+UNIT_PATH = "/etc/systemd/system/" + UNIT
+ENV_FILE = "/etc/sglang-qwen/sglang-qwen.env"
+API_KEY = "molecule-api-key-0123456789"
+# Measured in the container: 1.7. PrivateNetwork, PrivateDevices, PrivateUsers, ProcSubset,
+# MemoryDenyWriteExecute and @debug (pidfd_getfd) stay open for the GPU and CUDA; anything above
+# this is a regression.
+MAX_EXPOSURE = 1.7
+
+
+def server_info(host, key=API_KEY):
+    out = host.check_output(
+        "curl -s -w '\\n%%{http_code}' -H 'Authorization: Bearer %s' http://127.0.0.1:30000/server_info", key)
+    body, status = out.rsplit("\n", 1)
+    return int(status), body
+
+
+def test_server_runs_as_the_service_account(host):
+    assert host.service(UNIT).is_running
+    assert host.service(UNIT).is_enabled
+    pid = host.check_output("systemctl show -p MainPID --value %s", UNIT)
+    assert host.check_output("stat -c %%U /proc/%s", pid) == "sglang"
+
+
+def test_server_listens_on_loopback_only(host):
+    assert host.socket("tcp://127.0.0.1:30000").is_listening
+    assert not host.socket("tcp://0.0.0.0:30000").is_listening
+
+
+def test_server_serves_ddtree_with_the_new_draft_length(host):
+    status, body = server_info(host)
+    assert status == 200
+    info = json.loads(body)
+    assert info["speculative_algorithm"] == "DDTREE"
+    assert info["speculative_num_draft_tokens"] == 8
+    assert info["speculative_ddtree_budget"] == 7
+    assert info["speculative_draft_model_path"] == "/srv/models/Qwen3.6-27B-DFlash"
+    assert info["page_size"] == 1
+    assert info["max_running_requests"] == 4
+
+
+def test_server_refuses_requests_without_the_key(host):
+    status = server_info(host, key="wrong")[0]
+    assert status == 401
+
+
+def test_unit_runs_the_rendered_ddtree_command_line(host):
+    unit = host.file(UNIT_PATH).content_string
+    exec_start = re.search(r"^ExecStart=(.*?)(?<!\\)$", unit, re.M | re.S).group(1)
+    words = exec_start.replace("\\\n", " ").split()
+    python = json.loads(host.file("/etc/ansible/facts.d/sglang.fact").content_string)["python"]
+    assert words[:3] == [python, "-m", "sglang.launch_server"]
+    pairs = dict(zip(words[3:], words[4:]))
+    assert pairs["--speculative-algorithm"] == "DDTREE"
+    assert pairs["--speculative-num-draft-tokens"] == "8"
+    assert pairs["--speculative-ddtree-budget"] == "7"
+    assert pairs["--host"] == "127.0.0.1"
+    assert pairs["--api-key"] == "${SGLANG_API_KEY}"
+
+
+def test_api_key_lives_only_in_the_environment_file(host):
+    assert API_KEY not in host.file(UNIT_PATH).content_string
+    env = host.file(ENV_FILE)
+    assert env.user == "root"
+    assert env.mode == 0o600
+    assert "SGLANG_API_KEY=%s" % API_KEY in env.content_string
+
+
+def test_last_good_copies_match_what_runs(host):
+    for path in (UNIT_PATH, ENV_FILE):
+        copy = host.file("/etc/sglang-qwen/last-good/" + path.rsplit("/", 1)[1])
+        assert copy.exists
+        assert copy.sha256sum == host.file(path).sha256sum
+
+
+@pytest.mark.parametrize("setting, value", [
+    ("ProtectSystem", "strict"),
+    ("ProtectHome", "yes"),
+    ("PrivateTmp", "yes"),
+    ("NoNewPrivileges", "yes"),
+    ("DevicePolicy", "closed"),
+    ("RestartPreventExitStatus", "2"),
+    ("Restart", "on-failure"),
+])
+def test_unit_is_sandboxed(host, setting, value):
+    assert host.check_output("systemctl show -p %s --value %s", setting, UNIT) == value
+
+
+def test_gpu_devices_are_the_only_devices_allowed(host):
+    allowed = host.check_output("systemctl show -p DeviceAllow --value %s", UNIT)
+    for group in ("char-nvidia rw", "char-nvidiactl rw", "char-nvidia-uvm rw"):
+        assert group in allowed
+
+
+def test_exposure_score_stays_low(host):
+    report = host.check_output("systemd-analyze security --no-pager %s", UNIT)
+    score = float(re.search(r"Overall exposure level for \S+: ([0-9.]+)", report).group(1))
+    print("systemd-analyze security exposure: %.1f" % score)
+    assert score <= MAX_EXPOSURE
+
+
+def test_unit_that_failed_its_first_start_is_gone(host):
+    state = host.check_output("systemctl show -p LoadState --value sglang-first-try.service")
+    assert state == "not-found"
