@@ -1,0 +1,143 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: contributors to pro6000.inference
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: sglang_server_options
+short_description: Report the options, choices and speculative algorithms an SGLang build accepts
+version_added: 0.1.0
+description:
+  - Runs C(python -m sglang.launch_server --help) with the given interpreter and reads the
+    long options, the values of options with choices, the speculative algorithms and how the
+    build offers DDTree (if at all), plus the installed SGLang version.
+  - The C(sglang) role records the result in C(/etc/ansible/facts.d/sglang.fact); the filter
+    P(pro6000.inference.sglang_argv#filter) renders only what it lists.
+  - Only reads; never changes anything.
+options:
+  python:
+    description: Interpreter of the virtual environment SGLang is installed in.
+    type: path
+    required: true
+  timeout:
+    description:
+      - Seconds each of the two commands may take. Importing SGLang takes seconds, and minutes
+        on a busy host when its bytecode was not compiled at install.
+    type: int
+    default: 300
+attributes:
+  check_mode:
+    support: full
+    description: Runs the same read-only commands in check mode.
+  diff_mode:
+    support: none
+    description: Changes nothing, so there is nothing to show.
+  idempotent:
+    support: full
+    description: Never changes anything.
+notes:
+  - Help is read at argparse's width for a non-terminal output (80 columns); options that a
+    release hides from C(--help) (deprecated aliases) are not listed.
+author:
+  - pro6000.inference developers (@pro6000)
+"""
+
+EXAMPLES = r"""
+- name: Read what the installed SGLang accepts
+  pro6000.inference.sglang_server_options:
+    python: /opt/sglang/venv/bin/python
+  register: __sglang_accepts
+
+- name: Check that this build has DDTree
+  ansible.builtin.assert:
+    that: __sglang_accepts.ddtree is not none
+    fail_msg: "SGLang {{ __sglang_accepts.version }} has no DDTree"
+"""
+
+RETURN = r"""
+version:
+  description: The installed SGLang version (C(importlib.metadata.version("sglang"))).
+  returned: success
+  type: str
+  sample: 0.5.23
+options:
+  description: Every long option C(--help) lists, sorted.
+  returned: success
+  type: list
+  elements: str
+  sample: ["--attention-backend", "--host", "--model-path", "--speculative-algorithm"]
+choices:
+  description: Option to accepted values (sorted), for options with choices.
+  returned: success
+  type: dict
+  sample: {"--mamba-radix-cache-strategy": ["auto", "extra_buffer", "extra_buffer_lazy", "no_buffer"]}
+speculative_algorithms:
+  description: Values of C(--speculative-algorithm), upper case (its choices, or the builtins its help lists).
+  returned: success
+  type: list
+  elements: str
+  sample: ["DFLASH", "EAGLE", "EAGLE3", "NEXTN", "NGRAM", "STANDALONE"]
+ddtree:
+  description:
+    - C(algorithm) when C(--speculative-algorithm DDTREE) exists (SGLang pull request 29907),
+      C(dflash_flag) when the build has C(--speculative-dflash-enable-ddtree), else null.
+  returned: success
+  type: str
+  sample: algorithm
+"""
+
+import os
+import subprocess
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.pro6000.inference.plugins.module_utils._sglang_options import (
+    VERSION_CODE,
+    parse_help,
+    parse_version,
+)
+
+# Fixed width and no warnings on stdout: the text must look the same on every host.
+ENVIRONMENT = {"COLUMNS": "80", "PYTHONWARNINGS": "ignore", "PYTHONIOENCODING": "utf-8",
+               "LC_ALL": "C.UTF-8", "TERM": "dumb"}
+
+
+def _run(module, argv, what):
+    # subprocess rather than run_command: run_command has no timeout, and a hung import must
+    # not hang the play.
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace",
+                              env=dict(os.environ, **ENVIRONMENT), timeout=module.params["timeout"],
+                              check=False)
+    except subprocess.TimeoutExpired:
+        module.fail_json(msg="%s took longer than %d s" % (what, module.params["timeout"]))
+    if proc.returncode != 0:
+        module.fail_json(msg="%s failed with exit code %d: %s"
+                         % (what, proc.returncode, (proc.stderr or proc.stdout)[-2000:]),
+                         rc=proc.returncode, stdout=proc.stdout, stderr=proc.stderr)
+    return proc.stdout
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            python=dict(type="path", required=True),
+            timeout=dict(type="int", default=300),
+        ),
+        supports_check_mode=True,
+    )
+    python = module.params["python"]
+    if not os.access(python, os.X_OK):
+        module.fail_json(msg="python %s is not an executable interpreter" % python)
+    try:
+        version = parse_version(_run(module, [python, "-c", VERSION_CODE], "reading the SGLang version"))
+        accepted = parse_help(_run(module, [python, "-m", "sglang.launch_server", "--help"],
+                                   "python -m sglang.launch_server --help"))
+    except ValueError as error:
+        module.fail_json(msg="could not read what SGLang accepts: %s" % error)
+    module.exit_json(changed=False, version=version, **accepted)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""Lays out the SGLang test double (tests/fixtures/sglang_double) at one behaviour profile as an
+installed package would look to Python: the package plus its dist-info, in a directory to put
+on PYTHONPATH. Standard library only; no pip, no git repository needed."""
+import pathlib
+import shutil
+import subprocess
+import sys
+
+SOURCE = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "sglang_double" / "python"
+sys.path.insert(0, str(SOURCE))
+from sglang.srt.double_profiles import PROFILES  # noqa: E402  (the profiles live in the package)
+
+sys.path.remove(str(SOURCE))
+for _name in [name for name in sys.modules if name == "sglang" or name.startswith("sglang.")]:
+    del sys.modules[_name]  # the double's modules must not shadow anything in this process
+
+
+def install(profile, dest):
+    """Writes the double at ``profile`` under ``dest``; returns the directory for PYTHONPATH."""
+    site = pathlib.Path(dest) / profile
+    shutil.copytree(SOURCE / "sglang", site / "sglang", ignore=shutil.ignore_patterns("__pycache__"))
+    (site / "sglang" / "srt" / "build_profile.py").write_text('PROFILE = "%s"\n' % profile)
+    version = PROFILES[profile]["version"]
+    (site / "sglang" / "version.py").write_text('__version__ = "%s"\n' % version)
+    info = site / ("sglang-%s.dist-info" % version)
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: %s\n" % version)
+    return site
+
+
+def launch_server_help(site, columns=80):
+    """``python -m sglang.launch_server --help`` of the double laid out at ``site``."""
+    env = {"PYTHONPATH": str(site), "COLUMNS": str(columns), "PYTHONWARNINGS": "ignore"}
+    return subprocess.run([sys.executable, "-m", "sglang.launch_server", "--help"], env=env,
+                          check=True, capture_output=True, text=True).stdout

@@ -1,0 +1,252 @@
+"""sglang_argv for every algorithm x build profile x failure, with facts read from real --help
+output (releases 0.5.14, 0.5.19, 0.5.23) and from the test double's profiles."""
+import pathlib
+import sys
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.pro6000.inference.plugins.filter.sglang_argv import (
+    FilterModule,
+    sglang_argv,
+    sglang_speculative_plan,
+)
+from ansible_collections.pro6000.inference.plugins.filter.sglang_speculative_plan import (
+    FilterModule as PlanFilters,
+)
+from ansible_collections.pro6000.inference.plugins.module_utils._sglang_options import parse_help
+
+TESTS = pathlib.Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(TESTS / "oracle"))
+import double  # noqa: E402
+
+REAL = ("0.5.14", "0.5.19", "0.5.23")
+DOUBLE = ("v0.5.13", "v0.5.23", "ddtree-pr29907", "fork-ddtree-flag")
+DRAFTER = {"path": "/srv/models/Qwen3.6-27B-DFlash", "dflash": {"block_size": 16}}
+
+
+@pytest.fixture(scope="module")
+def facts(tmp_path_factory):
+    root = tmp_path_factory.mktemp("double")
+    found = {}
+    for release in REAL:
+        text = (TESTS / "fixtures" / "sglang_help" / ("sglang-%s.txt" % release)).read_text()
+        found[release] = dict(parse_help(text), version=release)
+    for profile in DOUBLE:
+        found[profile] = dict(parse_help(double.launch_server_help(double.install(profile, root))),
+                              version=double.PROFILES[profile]["version"])
+    return found
+
+
+def wanted(**overrides):
+    config = {"model_path": "/srv/models/Qwen3.6-27B", "draft_model_path": DRAFTER["path"],
+              "host": "127.0.0.1", "port": 30000, "algorithm": "dflash", "gpu_count": 1,
+              "compute_capability": "12.0"}
+    config.update(overrides)
+    return config
+
+
+def pairs(argv):
+    """{flag: value or True} of an argv (flags here take at most one value)."""
+    found = {}
+    for index, item in enumerate(argv):
+        if item.startswith("--"):
+            following = argv[index + 1] if index + 1 < len(argv) else None
+            found[item] = following if following is not None and not following.startswith("--") else True
+    return found
+
+
+def assert_all_accepted(argv, fact):
+    for flag, value in pairs(argv).items():
+        assert flag in fact["options"], flag
+        if flag in fact["choices"]:
+            assert value in fact["choices"][flag], (flag, value)
+
+
+@pytest.mark.parametrize("build", REAL + DOUBLE)
+@pytest.mark.parametrize("draft_length", [8, 16])
+def test_dflash_everywhere(facts, build, draft_length):
+    argv = sglang_argv(wanted(draft_length=draft_length, draft_window=2 * draft_length,
+                              attention_backend="flashinfer", mamba_strategy="extra_buffer",
+                              enable_metrics=True, max_running_requests=8),
+                       facts[build], drafter=DRAFTER)
+    flags = pairs(argv)
+    assert flags["--speculative-algorithm"] == "DFLASH"
+    assert flags["--speculative-num-draft-tokens"] == str(draft_length)
+    assert flags["--speculative-draft-window-size"] == str(2 * draft_length)
+    assert "--speculative-dflash-draft-window-size" not in flags
+    assert "--speculative-ddtree-budget" not in flags and "--page-size" not in flags
+    mamba = "--mamba-scheduler-strategy" if build == "v0.5.13" else "--mamba-radix-cache-strategy"
+    assert flags[mamba] == "extra_buffer"
+    assert_all_accepted(argv, facts[build])
+
+
+def test_dflash_full_line(facts):
+    argv = sglang_argv(wanted(served_model_name="qwen", attention_backend="flashinfer",
+                              mem_fraction_static=0.8, max_running_requests=8, context_length=32768,
+                              enable_metrics=True, extra_args=["--cuda-graph-max-bs-decode", "8"]),
+                       facts["0.5.23"], drafter=DRAFTER)
+    assert argv == [
+        "--model-path", "/srv/models/Qwen3.6-27B", "--served-model-name", "qwen",
+        "--host", "127.0.0.1", "--port", "30000", "--tp-size", "1",
+        "--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", DRAFTER["path"],
+        "--speculative-num-draft-tokens", "16", "--attention-backend", "flashinfer",
+        "--mem-fraction-static", "0.8", "--max-running-requests", "8", "--context-length", "32768",
+        "--enable-metrics", "--cuda-graph-max-bs-decode", "8"]
+
+
+def test_draft_length_defaults_to_the_drafters_block_size(facts):
+    flags = pairs(sglang_argv(wanted(), facts["0.5.19"], drafter={"dflash": {"block_size": 8}}))
+    assert flags["--speculative-num-draft-tokens"] == "8"
+    # Without a drafter fact nor a draft length, SGLang reads the drafter config itself.
+    assert "--speculative-num-draft-tokens" not in pairs(sglang_argv(wanted(), facts["0.5.19"]))
+
+
+def test_ddtree_on_the_pull_request_build(facts):
+    plan = sglang_speculative_plan(wanted(algorithm="ddtree", draft_length=16, draft_window=16),
+                                   facts["ddtree-pr29907"], drafter=DRAFTER)
+    flags = pairs(plan["argv"])
+    assert plan["algorithm"] == "ddtree" and plan["fallback"] is False and plan["note"] is None
+    assert flags["--speculative-algorithm"] == "DDTREE"
+    assert flags["--speculative-num-draft-tokens"] == "16"
+    assert flags["--speculative-ddtree-budget"] == "15"
+    assert flags["--page-size"] == "1"
+    assert "--speculative-dflash-enable-ddtree" not in flags
+    assert_all_accepted(plan["argv"], facts["ddtree-pr29907"])
+
+
+def test_ddtree_budget_follows_the_draft_length_or_the_variable(facts):
+    fact = facts["ddtree-pr29907"]
+    assert pairs(sglang_argv(wanted(algorithm="ddtree", draft_length=8), fact, DRAFTER))[
+        "--speculative-ddtree-budget"] == "7"
+    assert pairs(sglang_argv(wanted(algorithm="ddtree", ddtree_budget=60), fact, DRAFTER))[
+        "--speculative-ddtree-budget"] == "60"
+
+
+def test_ddtree_on_the_fork(facts):
+    argv = sglang_argv(wanted(algorithm="ddtree", draft_length=16), facts["fork-ddtree-flag"], DRAFTER)
+    flags = pairs(argv)
+    assert flags["--speculative-algorithm"] == "DFLASH"
+    assert flags["--speculative-dflash-enable-ddtree"] is True
+    assert flags["--page-size"] == "1"
+    assert "--speculative-ddtree-budget" not in flags
+    assert_all_accepted(argv, facts["fork-ddtree-flag"])
+    with pytest.raises(AnsibleFilterError, match="no DDTree budget flag"):
+        sglang_argv(wanted(algorithm="ddtree", ddtree_budget=20), facts["fork-ddtree-flag"], DRAFTER)
+
+
+@pytest.mark.parametrize("build", REAL + ("v0.5.13", "v0.5.23"))
+def test_ddtree_without_ddtree_fails_with_the_way_out(facts, build):
+    with pytest.raises(AnsibleFilterError) as failure:
+        sglang_argv(wanted(algorithm="ddtree"), facts[build], DRAFTER)
+    assert ("this SGLang build has no DDTree: build from a ref that has it, or set algorithm dflash"
+            in str(failure.value))
+
+
+@pytest.mark.parametrize("build", REAL + ("v0.5.13", "v0.5.23"))
+def test_ddtree_falls_back_to_dflash_when_allowed(facts, build):
+    plan = sglang_speculative_plan(wanted(algorithm="ddtree", allow_ddtree_fallback=True,
+                                          ddtree_budget=15, draft_length=16),
+                                   facts[build], DRAFTER)
+    flags = pairs(plan["argv"])
+    assert plan["algorithm"] == "dflash" and plan["fallback"] is True
+    assert "no DDTree" in plan["note"] and facts[build]["version"] in plan["note"]
+    assert flags["--speculative-algorithm"] == "DFLASH"
+    assert not {"--speculative-ddtree-budget", "--page-size"} & set(flags)
+    assert_all_accepted(plan["argv"], facts[build])
+
+
+@pytest.mark.parametrize("build", REAL + DOUBLE)
+def test_no_speculation(facts, build):
+    argv = sglang_argv(wanted(algorithm="none", draft_window=16, page_size=16), facts[build], DRAFTER)
+    assert not [flag for flag in argv if flag.startswith("--speculative")]
+    assert pairs(argv)["--page-size"] == "16"
+
+
+def test_old_window_name_when_only_it_exists(facts):
+    fact = dict(facts["v0.5.13"], options=sorted(
+        set(facts["v0.5.13"]["options"]) - {"--speculative-draft-window-size"}
+        | {"--speculative-dflash-draft-window-size"}))
+    flags = pairs(sglang_argv(wanted(draft_window=32), fact, DRAFTER))
+    assert flags["--speculative-dflash-draft-window-size"] == "32"
+    without = dict(fact, options=[o for o in fact["options"] if "window" not in o])
+    with pytest.raises(AnsibleFilterError, match="no draft window flag"):
+        sglang_argv(wanted(draft_window=32), without, DRAFTER)
+
+
+def test_block_size_alias_when_num_draft_tokens_is_missing(facts):
+    fact = dict(facts["0.5.23"], options=[o for o in facts["0.5.23"]["options"]
+                                          if o != "--speculative-num-draft-tokens"])
+    assert pairs(sglang_argv(wanted(draft_length=16), fact, DRAFTER))["--speculative-dflash-block-size"] == "16"
+
+
+def test_mamba_auto_needs_the_new_flag(facts):
+    assert pairs(sglang_argv(wanted(mamba_strategy="auto"), facts["0.5.23"], DRAFTER))[
+        "--mamba-radix-cache-strategy"] == "auto"
+    with pytest.raises(AnsibleFilterError, match="set mamba_strategy extra_buffer"):
+        sglang_argv(wanted(mamba_strategy="auto"), facts["v0.5.13"], DRAFTER)
+    with pytest.raises(AnsibleFilterError, match="is not accepted by SGLang 0.5.23"):
+        sglang_argv(wanted(mamba_strategy="everything"), facts["0.5.23"], DRAFTER)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"draft_length": 17}, "draft_length is 17, it must lie between 1 and 16"),
+    ({"draft_length": 0}, "draft_length is 0"),
+    ({"draft_window": 8, "draft_length": 16}, "draft_window 8 is smaller than the draft length 16"),
+    ({"tensor_parallel_size": 2, "gpu_count": 1}, "tensor_parallel_size 2 exceeds the 1 GPU"),
+    ({"attention_backend": "fa3"}, "fa3 does not run on compute capability 12.0"),
+    ({"attention_backend": "flashmla", "compute_capability": "120"}, "flashmla does not run"),
+    ({"attention_backend": "bogus", "compute_capability": None}, "--attention-backend bogus is not accepted"),
+    ({"algorithm": "eagle"}, "algorithm must be one of ddtree, dflash, none"),
+    ({"draft_model_path": None}, "draft_model_path is required for algorithm dflash"),
+    ({"model_path": ""}, "model_path is required"),
+    ({"port": 70000}, "port is 70000"),
+    ({"mem_fraction_static": 1.2}, "mem_fraction_static must lie between 0 and 1"),
+    ({"extra_args": ["--speculative-ddtree-budget", "4"]}, "does not accept --speculative-ddtree-budget"),
+    ({"extra_args": ["--speculative-dflash-draft-window-size=8"]}, "does not accept --speculative-dflash-draft-window-size"),
+    ({"extra_args": ["--attention-backend", "triton"]}, "extra_args repeat --attention-backend"),
+    ({"extra_args": ["--grammar-backend", "bogus"]}, "--grammar-backend bogus is not accepted"),
+    ({"extra_args": "--enable-metrics"}, "extra_args must be a list"),
+])
+def test_configs_that_cannot_be_served(facts, overrides, message):
+    config = wanted(attention_backend="triton") if "attention_backend" not in overrides else wanted()
+    config.update(overrides)
+    with pytest.raises(AnsibleFilterError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        sglang_argv(config, facts["0.5.23"], DRAFTER)
+
+
+def test_draft_length_above_the_trained_block_size(facts):
+    with pytest.raises(AnsibleFilterError, match="draft_length 16 exceeds the drafter's trained block size 8"):
+        sglang_argv(wanted(draft_length=16), facts["0.5.23"], {"dflash": {"block_size": 8}})
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"ddtree_budget": 0}, "ddtree_budget is 0"),
+    ({"ddtree_budget": 5000}, "ddtree_budget is 5000"),
+    ({"page_size": 16}, "DDTree needs page_size 1, got 16"),
+])
+def test_ddtree_configs_that_cannot_be_served(facts, overrides, message):
+    with pytest.raises(AnsibleFilterError, match=message):
+        sglang_argv(wanted(algorithm="ddtree", **overrides), facts["ddtree-pr29907"], DRAFTER)
+
+
+def test_tensor_parallel_within_the_gpus(facts):
+    flags = pairs(sglang_argv(wanted(tensor_parallel_size=2, gpu_count=2), facts["0.5.23"], DRAFTER))
+    assert flags["--tp-size"] == "2"
+
+
+@pytest.mark.parametrize("fact", [None, {}, {"options": []}, "0.5.23"])
+def test_missing_fact(fact):
+    with pytest.raises(AnsibleFilterError, match="run the sglang role"):
+        sglang_argv(wanted(), fact, DRAFTER)
+
+
+def test_unknown_flag_in_the_fact_is_never_rendered(facts):
+    fact = dict(facts["0.5.23"], options=[o for o in facts["0.5.23"]["options"] if o != "--enable-metrics"])
+    with pytest.raises(AnsibleFilterError, match="does not accept --enable-metrics"):
+        sglang_argv(wanted(enable_metrics=True), fact, DRAFTER)
+
+
+def test_filters_are_registered():
+    assert FilterModule().filters() == {"sglang_argv": sglang_argv}
+    assert PlanFilters().filters() == {"sglang_speculative_plan": sglang_speculative_plan}

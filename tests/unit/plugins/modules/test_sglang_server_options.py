@@ -1,0 +1,96 @@
+"""sglang_server_options run as Ansible runs it (a process reading an args file) against the
+SGLang test double laid out at each profile. (tests/integration/test_argv_real_parser.py runs it
+against the real releases.)"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[4]
+MODULE = REPO / "plugins" / "modules" / "sglang_server_options.py"
+sys.path.insert(0, str(REPO / "tests" / "oracle"))
+import double  # noqa: E402
+
+
+def run_module(tmp_path, args, pythonpath=()):
+    args_file = tmp_path / "args.json"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "collections"), *map(str, pythonpath)]))
+    done = subprocess.run([sys.executable, str(MODULE), str(args_file)], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("profile, version, ddtree, algorithm", [
+    ("v0.5.13", "0.5.13", None, "DFLASH"),
+    ("v0.5.23", "0.5.23", None, "DFLASH"),
+    ("ddtree-pr29907", "0.5.23", "algorithm", "DDTREE"),
+    ("fork-ddtree-flag", "0.5.23", "dflash_flag", "DFLASH"),
+])
+def test_reports_what_each_build_accepts(tmp_path, profile, version, ddtree, algorithm):
+    site = double.install(profile, tmp_path)
+    result = run_module(tmp_path, {"python": sys.executable}, [site])
+    assert result.get("failed") is not True, result
+    assert result["changed"] is False
+    assert result["version"] == version
+    assert result["ddtree"] == ddtree
+    assert algorithm in result["speculative_algorithms"]
+    assert "--model-path" in result["options"] and result["options"] == sorted(result["options"])
+    assert "flashinfer" in result["choices"]["--attention-backend"]
+
+
+def test_check_mode_reads_the_same(tmp_path):
+    site = double.install("ddtree-pr29907", tmp_path)
+    normal = run_module(tmp_path, {"python": sys.executable}, [site])
+    checked = run_module(tmp_path, {"python": sys.executable, "_ansible_check_mode": True}, [site])
+    assert checked["changed"] is False
+    assert {k: checked[k] for k in ("options", "choices", "ddtree", "version")} == {
+        k: normal[k] for k in ("options", "choices", "ddtree", "version")}
+
+
+def test_interpreter_without_sglang(tmp_path):
+    result = run_module(tmp_path, {"python": sys.executable})
+    assert result["failed"] is True
+    assert "reading the SGLang version failed" in result["msg"]
+    assert "sglang" in result["msg"]
+
+
+def test_missing_interpreter(tmp_path):
+    result = run_module(tmp_path, {"python": str(tmp_path / "venv" / "bin" / "python")})
+    assert result["failed"] is True
+    assert "is not an executable interpreter" in result["msg"]
+
+
+def misbehaving_sglang(site, launch_server):
+    """An installed-looking sglang 0.5.23 whose launch_server runs the given code."""
+    (site / "sglang").mkdir(parents=True)
+    (site / "sglang" / "__init__.py").write_text("")
+    (site / "sglang" / "launch_server.py").write_text(launch_server)
+    info = site / "sglang-0.5.23.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.23\n")
+    return site
+
+
+def test_help_that_hangs_hits_the_timeout(tmp_path):
+    site = misbehaving_sglang(tmp_path / "hang", "import time\ntime.sleep(60)\n")
+    result = run_module(tmp_path, {"python": sys.executable, "timeout": 2}, [site])
+    assert result["failed"] is True
+    assert "took longer than 2 s" in result["msg"]
+
+
+def test_help_that_fails_reports_its_error(tmp_path):
+    site = misbehaving_sglang(tmp_path / "crash", "raise SystemExit('No module named torch')\n")
+    result = run_module(tmp_path, {"python": sys.executable}, [site])
+    assert result["failed"] is True
+    assert "--help failed with exit code 1: No module named torch" in result["msg"]
+
+
+def test_broken_help_output_fails_clearly(tmp_path):
+    site = misbehaving_sglang(tmp_path / "broken", "print('Segmentation fault')\n")
+    result = run_module(tmp_path, {"python": sys.executable}, [site])
+    assert result["failed"] is True
+    assert "could not read what SGLang accepts" in result["msg"]
