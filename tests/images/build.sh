@@ -8,7 +8,6 @@ set -euo pipefail
 
 suite=${1:-bookworm}
 image=${2:-pro6000/debian12-systemd:latest}
-here=$(cd "$(dirname "$0")" && pwd)
 ca_dir=/usr/local/share/ca-certificates
 # What a provisioned host already has, plus what the roles install themselves (python3-venv, git,
 # python3-debian for deb822_repository): preinstalled so that each scenario does not fetch it

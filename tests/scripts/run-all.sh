@@ -3,7 +3,7 @@
 # and ends with one summary line. Arguments: the Molecule scenarios to run.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$top"
+cd "$top" || exit 1
 logs=build/logs
 mkdir -p "$logs"
 passed=()

@@ -13,7 +13,7 @@ REPO = pathlib.Path(os.environ["MOLECULE_PROJECT_DIRECTORY"])
 def test_chatops_end_to_end_against_the_lab():
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "chatops/tests", "-m", "lab", "-q", "-p", "no:cacheprovider"],
-        cwd=REPO, env=dict(os.environ, PRO6000_LAB="1"), capture_output=True, text=True, timeout=900)
+        cwd=REPO, env=dict(os.environ, PRO6000_LAB="1"), capture_output=True, text=True, timeout=900, check=False)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert " passed" in run.stdout and "skipped" not in run.stdout
 
@@ -24,7 +24,7 @@ def test_tune_reports_the_known_best_configuration(tmp_path):
         ["ansible-playbook", "-i", "inventories/lab", "playbooks/tune.yml",
          "-e", "tune_host=pro6000-lab", "-e", f"tune_report_path={report}",
          "-e", "tune_bench_max_tokens=64"],
-        cwd=REPO, capture_output=True, text=True, timeout=1200)
+        cwd=REPO, capture_output=True, text=True, timeout=1200, check=False)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     table = json.loads(report.read_text())
     assert table["best"]["name"] == "ddtree-16-b15"
