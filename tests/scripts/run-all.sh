@@ -58,6 +58,9 @@ molecule_stage() {
     echo "FAILED $((SECONDS - start))" >"$logs/molecule-$scenario.status"
   fi
 }
+# Containers left by an interrupted run (or by make lab) would be reused by Molecule's create
+# instead of started fresh.
+docker ps -aq --filter name=^pro6000- | xargs -r docker rm -f >/dev/null
 jobs_max=${MOLECULE_JOBS:-2}
 scenarios=("$@")
 parallel=()
