@@ -24,6 +24,13 @@ import urllib.parse
 import urllib.request
 
 USER_AGENT = "pro6000.inference-sglang-client/1"
+# The options of the doc fragment pro6000.inference.sglang_server, shared by the modules.
+SERVER_ARGUMENT_SPEC = dict(
+    url=dict(type="str", default="http://127.0.0.1:30000"),
+    api_key=dict(type="str", no_log=True),
+    validate_certs=dict(type="bool", default=True),
+    ca_path=dict(type="path"),
+)
 READ_SIZE = 65536
 # How often the request engine looks for connections that stopped sending (seconds).
 IDLE_CHECK_S = 0.05

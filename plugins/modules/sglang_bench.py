@@ -34,27 +34,9 @@ description:
     each failed gate, its value and its floor.
 author:
   - pro6000.inference developers (@pro6000)
+extends_documentation_fragment:
+  - pro6000.inference.sglang_server
 options:
-  url:
-    description:
-      - Base URL of the server, without a trailing path such as C(/v1).
-      - Loopback addresses are always reached directly; other hosts honour C(http_proxy),
-        C(https_proxy) and C(no_proxy) from the environment.
-    type: str
-    default: http://127.0.0.1:30000
-  api_key:
-    description:
-      - "API key the server was started with (C(--api-key)); sent as C(Authorization: Bearer)."
-    type: str
-  validate_certs:
-    description:
-      - Verify the server's TLS certificate and host name for C(https) URLs.
-    type: bool
-    default: true
-  ca_path:
-    description:
-      - File with the certificate authorities that sign the server's certificate.
-    type: path
   model:
     description:
       - Model name sent with each request. Defaults to the first id C(/v1/models) lists.
@@ -218,6 +200,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.pro6000.inference.plugins.module_utils._sglang_client import (
+    SERVER_ARGUMENT_SPEC,
     SGLangClient,
     SGLangError,
     fetch_server_info,
@@ -543,10 +526,7 @@ def write_result(path, result):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            url=dict(type="str", default="http://127.0.0.1:30000"),
-            api_key=dict(type="str", no_log=True),
-            validate_certs=dict(type="bool", default=True),
-            ca_path=dict(type="path"),
+            **SERVER_ARGUMENT_SPEC,
             model=dict(type="str"),
             timeout=dict(type="float", default=180),
             request_timeout=dict(type="float", default=60),

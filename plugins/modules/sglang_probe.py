@@ -22,28 +22,9 @@ description:
     C(--speculative-dflash-enable-ddtree).
 author:
   - pro6000.inference developers (@pro6000)
+extends_documentation_fragment:
+  - pro6000.inference.sglang_server
 options:
-  url:
-    description:
-      - Base URL of the server, without a trailing path such as C(/v1).
-      - Loopback addresses are always reached directly; other hosts honour C(http_proxy),
-        C(https_proxy) and C(no_proxy) from the environment.
-    type: str
-    default: http://127.0.0.1:30000
-  api_key:
-    description:
-      - "API key the server was started with (C(--api-key)); sent as C(Authorization: Bearer)."
-    type: str
-  validate_certs:
-    description:
-      - Verify the server's TLS certificate and host name for C(https) URLs.
-    type: bool
-    default: true
-  ca_path:
-    description:
-      - File with the certificate authorities that sign the server's certificate, instead of
-        the system's trust store.
-    type: path
   timeout:
     description:
       - Seconds to wait for each HTTP answer.
@@ -183,6 +164,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.pro6000.inference.plugins.module_utils._sglang_client import (
+    SERVER_ARGUMENT_SPEC,
     SGLangClient,
     SGLangError,
     fetch_server_info,
@@ -284,10 +266,7 @@ def probe(client, wait_timeout, wait_interval):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            url=dict(type="str", default="http://127.0.0.1:30000"),
-            api_key=dict(type="str", no_log=True),
-            validate_certs=dict(type="bool", default=True),
-            ca_path=dict(type="path"),
+            **SERVER_ARGUMENT_SPEC,
             timeout=dict(type="float", default=30),
             wait_timeout=dict(type="float", default=0),
             wait_interval=dict(type="float", default=2),
