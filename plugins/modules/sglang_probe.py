@@ -41,6 +41,12 @@ options:
       - Seconds between two C(/health) polls while waiting.
     type: float
     default: 2
+  unit:
+    description:
+      - The systemd unit that runs the server. While waiting, a unit that systemd reports as
+        failed ends the wait at once: a server that exited (on a command line it refuses, say)
+        never becomes healthy, and waiting out O(wait_timeout) would only delay the rollback.
+    type: str
   model:
     description:
       - Expected model. Matches the C(model_path) from C(/model_info) (trailing slashes
@@ -173,8 +179,11 @@ from ansible_collections.pro6000.inference.plugins.module_utils._sglang_client i
 )
 
 
-def wait_for_health(client, wait_timeout, interval):
-    """Poll /health until HTTP 200 or the deadline; returns (healthy, waited seconds, last answer)."""
+def wait_for_health(client, wait_timeout, interval, gone=lambda: None):
+    """Poll /health until HTTP 200, the deadline, or ``gone()`` names why the server will not come.
+
+    Returns (healthy, waited seconds, last answer or the reason it stopped waiting).
+    """
     start = time.monotonic()
     deadline = start + wait_timeout
     while True:
@@ -186,9 +195,20 @@ def wait_for_health(client, wait_timeout, interval):
         except SGLangError as exc:
             last = str(exc)
         remaining = deadline - time.monotonic()
+        reason = gone()
+        if reason:
+            return False, time.monotonic() - start, "%s (%s)" % (reason, last)
         if remaining <= 0:
             return False, time.monotonic() - start, last
         time.sleep(min(interval, remaining))
+
+
+def unit_failed(module, unit):
+    """A callable for wait_for_health: the reason when systemd reports ``unit`` failed."""
+    def gone():
+        rc, _out, _err = module.run_command(["systemctl", "is-failed", "--quiet", unit])
+        return "systemd reports %s failed" % unit if rc == 0 else None
+    return gone
 
 
 def get_with_alias(client, path, alias):
@@ -240,12 +260,12 @@ def describe(mismatch):
     return "%s: expected %r, the server reports %r" % (mismatch["setting"], mismatch["expected"], mismatch["actual"])
 
 
-def probe(client, wait_timeout, wait_interval):
+def probe(client, wait_timeout, wait_interval, gone=lambda: None):
     """Read the server's facts; raises SGLangError when it is not healthy or an endpoint fails."""
-    healthy, waited, last = wait_for_health(client, wait_timeout, wait_interval)
+    healthy, waited, last = wait_for_health(client, wait_timeout, wait_interval, gone)
     if not healthy:
         raise SGLangError("%s/health did not answer HTTP 200 within %g s; last answer: %s"
-                          % (client.base_url, wait_timeout, last))
+                          % (client.base_url, waited, last))
     info_path, info = fetch_server_info(client)
     model_info = get_with_alias(client, "/model_info", "/get_model_info")
     models = client.get_json("/v1/models").get("data") or []
@@ -270,6 +290,7 @@ def main():
             timeout=dict(type="float", default=30),
             wait_timeout=dict(type="float", default=0),
             wait_interval=dict(type="float", default=2),
+            unit=dict(type="str"),
             model=dict(type="str"),
             speculative_algorithm=dict(type="str"),
             speculative_num_draft_tokens=dict(type="int", no_log=False),
@@ -282,7 +303,8 @@ def main():
     try:
         client = SGLangClient(params["url"], api_key=params["api_key"], timeout=params["timeout"],
                               validate_certs=params["validate_certs"], ca_path=params["ca_path"])
-        server, info, model_info = probe(client, params["wait_timeout"], params["wait_interval"])
+        gone = unit_failed(module, params["unit"]) if params["unit"] else (lambda: None)
+        server, info, model_info = probe(client, params["wait_timeout"], params["wait_interval"], gone)
     except SGLangError as exc:
         module.fail_json(msg=str(exc), changed=False, mismatches=[])
     mismatches = compare(params, server)

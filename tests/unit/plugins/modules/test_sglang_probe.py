@@ -106,7 +106,32 @@ def test_not_ready_by_the_deadline_fails(server, capsys):
     server.scenario.healthy_after = 60
     failed, result = run_module({"url": server.url, "wait_timeout": 0.4, "wait_interval": 0.1}, capsys)
     assert failed
-    assert "/health did not answer HTTP 200 within 0.4 s; last answer: HTTP 503" in result["msg"]
+    assert "/health did not answer HTTP 200 within 0.4" in result["msg"]
+    assert "last answer: HTTP 503" in result["msg"]
+
+
+def test_a_failed_unit_ends_the_wait_at_once(server, capsys, monkeypatch):
+    server.scenario.healthy_after = 60
+    asked = []
+
+    def systemctl(self, args, **kwargs):
+        asked.append(args)
+        return 0, "", ""  # is-failed: yes
+    monkeypatch.setattr("ansible.module_utils.basic.AnsibleModule.run_command", systemctl)
+    failed, result = run_module({"url": server.url, "wait_timeout": 30, "wait_interval": 0.1,
+                                 "unit": "sglang-qwen.service"}, capsys)
+    assert failed
+    assert "systemd reports sglang-qwen.service failed (HTTP 503" in result["msg"]
+    assert asked == [["systemctl", "is-failed", "--quiet", "sglang-qwen.service"]]
+
+
+def test_a_unit_still_starting_is_waited_for(server, capsys, monkeypatch):
+    server.scenario.healthy_after = 0.5
+    monkeypatch.setattr("ansible.module_utils.basic.AnsibleModule.run_command",
+                        lambda self, args, **kwargs: (1, "", ""))  # is-failed: no
+    failed, result = run_module({"url": server.url, "wait_timeout": 10, "wait_interval": 0.1,
+                                 "unit": "sglang-qwen.service"}, capsys)
+    assert not failed, result["msg"]
 
 
 def test_server_down_fails_with_the_reason(capsys):
