@@ -44,8 +44,9 @@ options:
   unit:
     description:
       - The systemd unit that runs the server. While waiting, a unit that systemd reports as
-        failed ends the wait at once: a server that exited (on a command line it refuses, say)
-        never becomes healthy, and waiting out O(wait_timeout) would only delay the rollback.
+        failed ends the wait at once, since a server that exited (on a command line it
+        refuses, say) never becomes healthy and waiting out O(wait_timeout) would only delay
+        the rollback.
     type: str
   model:
     description:
