@@ -9,6 +9,10 @@ import json
 import threading
 import time
 
+import pytest
+
+from ansible.module_utils.testing import patch_module_args
+
 SERVER_INFO = {
     "version": "0.5.23",
     "model_path": "/srv/models/Qwen3.6-27B",
@@ -216,3 +220,12 @@ class FakeSGLang(http.server.ThreadingHTTPServer):
         self.shutdown()
         self.server_close()
         self.thread.join(timeout=5)
+
+
+def run_main(main, args, capsys):
+    """Run a module's main() and return (failed, result) from the JSON it prints."""
+    with patch_module_args(args):
+        with pytest.raises(SystemExit) as exit_info:
+            main()
+    result = json.loads(capsys.readouterr().out)
+    return exit_info.value.code != 0, result

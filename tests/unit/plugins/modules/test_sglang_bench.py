@@ -4,8 +4,7 @@ import time
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
-from sglang_fake_server import FakeSGLang, chat_events, sse
+from sglang_fake_server import chat_events, run_main, sse
 
 from ansible_collections.pro6000.inference.plugins.modules import sglang_bench
 
@@ -15,18 +14,7 @@ SMALL = {"max_tokens": 24, "acceptance_max_tokens": 260, "concurrency": 3, "requ
 
 
 def run_module(args, capsys):
-    """Run the module's main() and return (failed, result) from the JSON it prints."""
-    with patch_module_args(args):
-        with pytest.raises(SystemExit) as exit_info:
-            sglang_bench.main()
-    result = json.loads(capsys.readouterr().out)
-    return exit_info.value.code != 0, result
-
-
-@pytest.fixture
-def server():
-    with FakeSGLang() as fake:
-        yield fake
+    return run_main(sglang_bench.main, args, capsys)
 
 
 def gates(result):

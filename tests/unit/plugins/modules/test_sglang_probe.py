@@ -2,27 +2,13 @@
 import json
 import socket
 
-import pytest
-
-from ansible.module_utils.testing import patch_module_args
-from sglang_fake_server import FakeSGLang
+from sglang_fake_server import run_main
 
 from ansible_collections.pro6000.inference.plugins.modules import sglang_probe
 
 
 def run_module(args, capsys):
-    """Run the module's main() and return (failed, result) from the JSON it prints."""
-    with patch_module_args(args):
-        with pytest.raises(SystemExit) as exit_info:
-            sglang_probe.main()
-    result = json.loads(capsys.readouterr().out)
-    return exit_info.value.code != 0, result
-
-
-@pytest.fixture
-def server():
-    with FakeSGLang() as fake:
-        yield fake
+    return run_main(sglang_probe.main, args, capsys)
 
 
 EXPECTED = {
