@@ -144,20 +144,20 @@ def test_truncated_chunked_stream(server):
 
 
 def test_slow_server_stops_at_the_deadline(server):
-    server.scenario.chat_stream = lambda p: chat_events(8)[:3] + [("pause", 3.0)] + chat_events(8)[3:]
+    server.scenario.chat_stream = lambda p: chat_events(8)[:3] + [("pause", 20.0)] + chat_events(8)[3:]
     start = time.perf_counter()
     result = stream(server, deadline=start + 0.5)
     elapsed = time.perf_counter() - start
     assert not result.ok and result.error == "deadline reached while streaming"
-    assert elapsed < 2.0
+    assert elapsed < 10
 
 
 def test_silent_server_times_out(server):
-    server.scenario.chat_stream = lambda p: chat_events(8)[:3] + [("pause", 3.0)] + chat_events(8)[3:]
+    server.scenario.chat_stream = lambda p: chat_events(8)[:3] + [("pause", 20.0)] + chat_events(8)[3:]
     start = time.perf_counter()
     result = stream(server, timeout=0.3)
     assert not result.ok and result.error == "no data within 0.3 s (timed out)"
-    assert time.perf_counter() - start < 2.0
+    assert time.perf_counter() - start < 10
 
 
 def test_deadline_already_passed_sends_nothing(server):

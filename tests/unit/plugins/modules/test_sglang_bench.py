@@ -104,10 +104,11 @@ def test_failed_requests_are_counted_and_fail_the_run(server, capsys, scripted, 
 
 
 def test_slow_server_is_cut_off_by_the_runtime_bound(server, capsys):
-    server.scenario.chat_stream = lambda p: chat_events(24)[:2] + [("pause", 4.0)] + chat_events(24)[2:]
+    server.scenario.chat_stream = lambda p: chat_events(24)[:2] + [("pause", 20.0)] + chat_events(24)[2:]
     start = time.monotonic()
     failed, result = run_module(dict(SMALL, url=server.url, timeout=1.0), capsys)
-    assert time.monotonic() - start < 3.5
+    # Far below the pause, so that only a bound that is not enforced fails, not a busy machine.
+    assert time.monotonic() - start < 10
     assert failed
     assert ("phases_completed: value 0, floor 5 (completed none of warmup, flush, concurrency_1, "
             "concurrency_n, acceptance within the 1 s runtime bound)") in result["msg"]
