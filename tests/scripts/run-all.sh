@@ -3,8 +3,9 @@
 # with one summary line. Arguments: the Molecule scenarios to run, longest first.
 #
 # Every stage is a job with a log of its own, TEST_JOBS of them side by side: scenarios spend
-# most of their time waiting on containers, and the static checks fill that time with CPU
-# work. Scenarios start first, in the order given, so that the longest is not the last to start.
+# most of their time waiting on containers, so two of them, or one beside a static check, keep
+# the CPU busy. The static checks start first (a broken lint shows within a minute), then the
+# scenarios in the order given, longest first, so that the run ends on short ones.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top" || exit 1
@@ -35,13 +36,13 @@ add() {
   shift
   commands+=("$*")
 }
-for scenario in "$@"; do
-  add "molecule-$scenario" molecule test -s "$scenario"
-done
 add pytest python -m pytest tests/unit tests/integration chatops/tests -q -rfE
 add sanity tests/scripts/sanity.sh
 add lint ansible-lint --profile production
 add collection-build collection_build
+for scenario in "$@"; do
+  add "molecule-$scenario" molecule test -s "$scenario"
+done
 
 # Containers left by an interrupted run (or by make lab) would be reused by Molecule's create
 # instead of started fresh.

@@ -155,8 +155,10 @@ def test_bad_options_stop_before_any_request(server, capsys):
 
 
 def test_barrier_releases_all_workers_together(server, capsys):
-    # With a 0.3 s stream, 3 workers x 2 requests take ~0.6 s when released together.
-    server.scenario.chat_stream = lambda p: [("pause", 0.3)] + chat_events(p["max_tokens"])
+    # With a 0.6 s stream, 3 workers x 2 requests take ~1.2 s when released together and 3.6 s
+    # one at a time; the streams are long enough that a busy machine's scheduling delays of a
+    # few tens of milliseconds do not count.
+    server.scenario.chat_stream = lambda p: [("pause", 0.6)] + chat_events(p["max_tokens"])
     failed, result = run_module(dict(SMALL, url=server.url, warmup_requests=0), capsys)
     assert not failed, result["msg"]
     level = result["result"]["levels"][1]
