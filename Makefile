@@ -55,9 +55,9 @@ clean:
 
 # The lab host is the Molecule `default` scenario's container, so the lab and that scenario
 # share one definition; the site itself runs exactly as users run it.
+# Molecule's create runs the scenario's prepare too, and each step only when it has not run yet.
 lab: venv host image
 	molecule create -s default
-	molecule prepare -s default
 	ansible-playbook -i inventories/lab site.yml -l pro6000
 
 lab-down: venv
