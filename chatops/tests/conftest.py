@@ -1,12 +1,17 @@
 """Fixtures of the chatops tests: a local inventory in the project's format, a runner spy."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 import yaml
 
 from pro6000_chatops import ChatOps, load_config
 
-from chatops_support import LOCAL_HOST_VARS, RunnerSpy, write_config
+from chatops_support import LOCAL_HOST_VARS, REPO_ROOT, RunnerSpy, write_config
+
+# The repository's shared test helpers (tests/support.py), for the tests that need a free port.
+sys.path.insert(0, str(REPO_ROOT / "tests"))
 
 
 def pytest_configure(config):

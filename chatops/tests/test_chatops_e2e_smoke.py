@@ -3,7 +3,6 @@ server is the SGLang test double on loopback: the real sglang_probe and sglang_b
 reach the summary. (test_chatops_e2e_lab.py does the same against the lab container.)
 """
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,14 +14,9 @@ import yaml
 from pro6000_chatops import ChatOps, load_config
 
 from chatops_support import ALL_ACTIONS, LOCAL_HOST_VARS, REPO_ROOT, write_config
+from support import free_port
 
 DOUBLE = REPO_ROOT / "tests" / "fixtures" / "sglang_double" / "python"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +25,7 @@ def double_url(tmp_path_factory):
     (folder / "target").mkdir()
     (folder / "drafter").mkdir()
     (folder / "drafter" / "config.json").write_text('{"block_size": 16, "dflash_config": {"block_size": 16}}')
-    port = _free_port()
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "sglang.launch_server", "--model-path", str(folder / "target"),
          "--speculative-algorithm", "DDTREE", "--speculative-draft-model-path", str(folder / "drafter"),

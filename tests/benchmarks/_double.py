@@ -6,7 +6,6 @@ import contextlib
 import json
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 import tempfile
@@ -15,14 +14,10 @@ import time
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 DOUBLE_PYTHON = REPO_ROOT / "tests" / "fixtures" / "sglang_double" / "python"
 sys.path.insert(0, str(REPO_ROOT / "collections"))
+sys.path.insert(0, str(REPO_ROOT / "tests"))
 
 from ansible_collections.pro6000.inference.plugins.module_utils._sglang_client import SGLangClient  # noqa: E402
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from support import free_port  # noqa: E402
 
 
 @contextlib.contextmanager

@@ -16,40 +16,27 @@ tools, not the disk. Run: python tests/benchmarks/bench_weights_staging.py [--to
 import argparse
 import contextlib
 import grp
-import importlib.util
 import io
 import json
 import os
 import pathlib
 import pwd
 import shutil
-import socket
 import subprocess
 import sys
 import time
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "collections"))
+sys.path.insert(0, str(REPO / "tests"))
 
 from ansible.module_utils.testing import patch_module_args  # noqa: E402
 
 from ansible_collections.pro6000.inference.plugins.module_utils import _weights  # noqa: E402
 from ansible_collections.pro6000.inference.plugins.modules import model_stage  # noqa: E402
+from support import free_port, load_module  # noqa: E402
 
 REPO_ID = "Qwen/Qwen3.6-27B"
-
-
-def load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def timed(func):
@@ -85,7 +72,7 @@ def main():
     work.mkdir(parents=True)
     server = None
     try:
-        generate = load("generate", REPO / "tests/fixtures/weights/generate.py")
+        generate = load_module("generate", REPO / "tests/fixtures/weights/generate.py")
         commit = generate.bench_profile(str(work / "fixtures"), args.total_mib, args.shards)[REPO_ID]["bench"]
         source = work / "fixtures" / "mirror" / REPO_ID / commit
         files = sorted(p for p in source.iterdir() if p.name != "manifest.json")

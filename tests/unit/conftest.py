@@ -1,8 +1,9 @@
-"""Make the checkout importable as ansible_collections.pro6000.inference for unit tests."""
+"""Make the checkout importable as ansible_collections.pro6000.inference for unit tests, and
+the shared test helpers as ``support`` (tests/support.py)."""
 import pathlib
 import sys
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-COLLECTIONS = REPO_ROOT / "collections"
-if str(COLLECTIONS) not in sys.path:
-    sys.path.insert(0, str(COLLECTIONS))
+for path in (REPO_ROOT / "collections", REPO_ROOT / "tests"):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from sglang_fake_server import FakeSGLang, chat_events, sse
+from support import free_port
 
 from ansible_collections.pro6000.inference.plugins.module_utils import _sglang_client as sc
 
@@ -188,10 +189,7 @@ def test_total_caps_the_requests_and_json_answers_decode(server):
 
 
 def test_connection_refused_is_recorded_not_raised():
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
+    port = free_port()
     captures, _wall = sc.run_requests(sc.SGLangClient("http://127.0.0.1:%d" % port), 2, 1,
                                       lambda index: ("POST", "/v1/chat/completions", chat()))
     assert len(captures) == 2 and all("ConnectionRefusedError" in c.error for c in captures)
@@ -258,10 +256,7 @@ def test_get_retries_transport_failures_a_bounded_number_of_times():
 
 
 def test_connection_refused_is_an_error_naming_the_url():
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
+    port = free_port()
     client = sc.SGLangClient("http://127.0.0.1:%d" % port, retries=1, retry_delay=0.01)
     with pytest.raises(sc.SGLangError, match="http://127.0.0.1:%d/health: ConnectionRefusedError" % port):
         client.get("/health")

@@ -3,14 +3,12 @@ driven by the real huggingface_hub client (installed in the test virtual environ
 import contextlib
 import grp
 import hashlib
-import importlib.util
 import io
 import json
 import os
 import pathlib
 import pwd
 import shutil
-import socket
 import sys
 import urllib.request
 
@@ -18,6 +16,7 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.pro6000.inference.plugins.modules import model_stage
+from support import free_port, load_module
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[3] / "fixtures"
 TOKEN = "hf_unit_token"
@@ -29,25 +28,12 @@ def commit(repo_id, label):
     return hashlib.sha1(f"{repo_id}@{label}".encode()).hexdigest()
 
 
-def load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class Doubles:
     def __init__(self, root):
         self.root = root
         self.log = root / "requests.jsonl"
-        load("generate", FIXTURES / "weights" / "generate.py").molecule_profile(str(root))
-        server = load("hub_double_server", FIXTURES / "hub_double" / "server.py")
+        load_module("generate", FIXTURES / "weights" / "generate.py").molecule_profile(str(root))
+        server = load_module("hub_double_server", FIXTURES / "hub_double" / "server.py")
         ports = [free_port(), free_port(), free_port()]
         args = type("Args", (), dict(root=str(root), wheels=None, log=str(self.log), token=TOKEN,
                                      tree_page_size=2, bind="127.0.0.1", cdn_port=ports[2]))

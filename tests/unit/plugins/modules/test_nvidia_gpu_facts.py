@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from support import load_module
 
 from ansible_collections.pro6000.inference.plugins.module_utils import _nvidia
 
@@ -219,11 +220,7 @@ def test_runs_in_check_mode(host):
 
 def load_repo_builder():
     """tests/fixtures/nvidia_repo/build_repo.py, which renders the packaged nvidia-smi double."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("build_repo", REPO / "tests" / "fixtures" / "nvidia_repo" / "build_repo.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module("build_repo", REPO / "tests" / "fixtures" / "nvidia_repo" / "build_repo.py")
 
 
 def test_the_nvidia_smi_double_reads_like_the_real_host(host, monkeypatch):

@@ -1,8 +1,8 @@
 """sglang_probe against a scripted SGLang-shaped server on loopback."""
 import json
-import socket
 
 from sglang_fake_server import run_main
+from support import free_port
 
 from ansible_collections.pro6000.inference.plugins.modules import sglang_probe
 
@@ -121,10 +121,7 @@ def test_a_unit_still_starting_is_waited_for(server, capsys, monkeypatch):
 
 
 def test_server_down_fails_with_the_reason(capsys):
-    probe = socket.socket()
-    probe.bind(("127.0.0.1", 0))
-    port = probe.getsockname()[1]
-    probe.close()
+    port = free_port()
     failed, result = run_module({"url": "http://127.0.0.1:%d" % port}, capsys)
     assert failed and "ConnectionRefusedError" in result["msg"]
 
