@@ -12,12 +12,14 @@ a memory-backed folder where there is one, and removed when the run ends, howeve
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +40,8 @@ PASSTHROUGH = frozenset({
 RUN_MARKER = "PRO6000_CHATOPS_RUN"
 # How often (seconds) ansible-runner asks the cancel callback while the playbook is quiet.
 CANCEL_POLL_S = 1
+# How long (seconds) the leftovers of a run may take to die before the run is reported anyway.
+LEFTOVER_KILL_TIMEOUT_S = 10
 
 
 @dataclass(frozen=True)
@@ -78,27 +82,39 @@ def redact_command_file(artifact_dir: Path, secret_names: tuple[str, ...]) -> No
     os.replace(temporary, path)
 
 
+def _processes_of_run(marker: bytes) -> list[int]:
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as handle:
+                if marker in handle.read().split(b"\0"):
+                    found.append(int(entry.name))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return found
+
+
 def stop_leftover_processes(run_id: str) -> int:
     """Kill the processes of a run that outlived ansible-playbook; returns how many.
 
     ansible-core's task workers start sessions of their own, so the process-group kill that
     ansible-runner sends on cancel or timeout misses a worker in the middle of a task, and that
     worker would go on until its task ends. They carry the run's marker in their environment.
+    A killed process lingers until the kernel gets to it, and a worker may fork between the scan
+    and the kill, so the scan repeats until it finds none (a dead one's environment reads empty).
     """
     marker = f"{RUN_MARKER}={run_id}".encode()
-    killed = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/environ", "rb") as handle:
-                if marker not in handle.read().split(b"\0"):
-                    continue
-            os.kill(int(entry.name), signal.SIGKILL)
-            killed += 1
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-    return killed
+    killed: set[int] = set()
+    deadline = time.monotonic() + LEFTOVER_KILL_TIMEOUT_S
+    while (found := _processes_of_run(marker)) and time.monotonic() < deadline:
+        for pid in found:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+        time.sleep(0.02)
+    return len(killed)
 
 
 def run_playbook(run: PlaybookRun, on_event: Callable[[Mapping[str, object]], None],

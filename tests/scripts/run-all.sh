@@ -76,5 +76,7 @@ echo
 echo "total: $SECONDS s"
 echo "passed: ${passed[*]:-none}"
 echo "failed: ${failed[*]:-none}"
+# Where only the end of this output is kept (a CI summary), the failing tests still show.
+grep -hE '^(FAILED|ERROR) ' "$logs/pytest.log" 2>/dev/null | cut -c1-200 | sed 's/^/pytest: /'
 echo "stages: ${#passed[@]} passed, ${#failed[@]} failed"
 [ ${#failed[@]} -eq 0 ]
