@@ -1,11 +1,18 @@
-"""Helpers that the unit tests, the benchmarks and the doubles' own scripts share.
+"""Helpers that the unit and integration tests, the benchmarks and the doubles' own scripts share.
 
 Importable as ``support`` once the repository's tests/ directory is on sys.path
-(tests/unit/conftest.py, tests/benchmarks/_double.py and chatops/tests/chatops_support.py put it
-there).
+(tests/unit/conftest.py, tests/integration/test_argv_real_parser.py, tests/benchmarks/_double.py
+and chatops/tests/conftest.py put it there).
 """
 import importlib.util
+import json
+import os
+import pathlib
 import socket
+import subprocess
+import sys
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def free_port():
@@ -21,3 +28,17 @@ def load_module(name, path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def run_module_file(name, args, workdir, pythonpath=(), environ=None, timeout=120):
+    """Run the collection's module ``name`` as Ansible runs it, a process reading its arguments
+    from a file written into ``workdir``, with the checkout importable; returns its JSON result.
+
+    ``pythonpath`` adds folders after the collection, ``environ`` overrides variables."""
+    args_file = pathlib.Path(workdir) / "args.json"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    env = dict(os.environ, **(environ or {}),
+               PYTHONPATH=os.pathsep.join([str(REPO_ROOT / "collections"), *map(str, pythonpath)]))
+    done = subprocess.run([sys.executable, str(REPO_ROOT / "plugins" / "modules" / f"{name}.py"), str(args_file)],
+                          env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    return json.loads(done.stdout)

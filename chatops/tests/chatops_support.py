@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -15,6 +16,19 @@ LOCAL_PLAYBOOKS = TESTS / "playbooks"
 
 ALL_ACTIONS = ["deploy", "bench", "status", "tune", "cancel"]
 LOCAL_HOST_VARS = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+
+
+def processes_with(variable: str) -> list[int]:
+    """Processes whose environment holds this exact variable assignment."""
+    found = []
+    for entry in os.scandir("/proc"):
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as handle:
+                if variable.encode() in handle.read().split(b"\0"):
+                    found.append(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def write_config(folder: Path, inventory: Path, playbooks_dir: Path = LOCAL_PLAYBOOKS,

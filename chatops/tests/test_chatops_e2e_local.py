@@ -5,7 +5,6 @@ cancel. test_chatops_e2e_lab.py runs the collection's own playbooks against the 
 """
 import hashlib
 import json
-import os
 import threading
 import time
 
@@ -14,7 +13,7 @@ import pytest
 from pro6000_chatops import ChatOps, load_config
 from pro6000_chatops.runs import REDACTED
 
-from chatops_support import audit_records, write_config
+from chatops_support import audit_records, processes_with, write_config
 
 SECRET = "hf_chatops_test_0123456789abcdef"
 
@@ -33,19 +32,6 @@ def ops_factory(tmp_path, local_inventory, monkeypatch):
                                           secrets=["PRO6000_HUB_TOKEN"]))
         return ChatOps(config), out
     return make
-
-
-def _processes_with(variable: str) -> list[int]:
-    """Processes whose environment holds this exact variable assignment."""
-    found = []
-    for entry in os.scandir("/proc"):
-        try:
-            with open(f"/proc/{entry.name}/environ", "rb") as handle:
-                if variable.encode() in handle.read().split(b"\0"):
-                    found.append(int(entry.name))
-        except (OSError, ValueError):
-            continue
-    return found
 
 
 def _wait_for(predicate, timeout=60.0):
@@ -166,7 +152,7 @@ def test_cancel_stops_the_run_and_frees_the_host(ops_factory, tmp_path):
     assert summary.hosts[0].host == "pro6000-02"
     assert list(ops.config.runs_dir.iterdir()) == []
     # No process of the run is left waiting for the gate (ansible's task worker included).
-    assert _processes_with(f"CHATOPS_TEST_GATE={gate}") == []
+    assert processes_with(f"CHATOPS_TEST_GATE={gate}") == []
     assert [r["event"] for r in audit_records(ops)].count("cancel") == 1
     # The host is free again (a deploy: the stand-in smoke playbook would wait for the gate).
     assert ops.handle("alice", "deploy pro6000-02 none").summary.status == "successful"

@@ -6,18 +6,11 @@ import uuid
 
 from pro6000_chatops.runs import RUN_MARKER, stop_leftover_processes
 
+from chatops_support import processes_with
+
 
 def _with_marker(run_id: str) -> list[int]:
-    wanted = f"{RUN_MARKER}={run_id}".encode()
-    found = []
-    for entry in os.scandir("/proc"):
-        try:
-            with open(f"/proc/{entry.name}/environ", "rb") as handle:
-                if wanted in handle.read().split(b"\0"):
-                    found.append(int(entry.name))
-        except (OSError, ValueError):
-            continue
-    return found
+    return processes_with(f"{RUN_MARKER}={run_id}")
 
 
 def _start(run_id: str, script: str) -> subprocess.Popen:

@@ -8,10 +8,7 @@ see tests/oracle/build_envs.py). A failure to build them fails these tests: they
 import concurrent.futures
 import functools
 import itertools
-import json
-import os
 import pathlib
-import subprocess
 import sys
 import tempfile
 import time
@@ -21,10 +18,11 @@ from ansible.errors import AnsibleFilterError
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 # The checkout as ansible_collections.pro6000.inference (as tests/unit/conftest.py does), and
-# the oracle helpers.
-sys.path[:0] = [str(REPO / "collections"), str(REPO / "tests" / "oracle")]
+# the oracle helpers and the shared test helpers (tests/support.py).
+sys.path[:0] = [str(REPO / "collections"), str(REPO / "tests" / "oracle"), str(REPO / "tests")]
 import build_envs  # noqa: E402
 import oracle  # noqa: E402
+from support import run_module_file  # noqa: E402
 from ansible_collections.pro6000.inference.plugins.filter.sglang_argv import (  # noqa: E402
     sglang_argv,
     sglang_speculative_plan,
@@ -181,13 +179,8 @@ def printed_help(release):
 def module_result(release):
     """sglang_server_options run as Ansible runs it, on the release's interpreter."""
     with tempfile.TemporaryDirectory() as scratch:
-        args = pathlib.Path(scratch) / "args.json"
-        module_args = {"python": oracle.interpreter(release), "timeout": 600}
-        args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": module_args}))
-        done = subprocess.run([sys.executable, str(REPO / "plugins" / "modules" / "sglang_server_options.py"),
-                               str(args)], capture_output=True, text=True, timeout=1300, check=False,
-                              env=dict(os.environ, PYTHONPATH=str(REPO / "collections")))
-    return json.loads(done.stdout)
+        return run_module_file("sglang_server_options", {"python": oracle.interpreter(release), "timeout": 600},
+                               scratch, timeout=1300)
 
 
 @pytest.mark.parametrize("release", RELEASES)

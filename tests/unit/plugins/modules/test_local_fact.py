@@ -1,24 +1,15 @@
 """local_fact run as Ansible runs it (a process reading an args file), against a fact directory
 in a temporary folder."""
 import json
-import os
-import pathlib
 import stat
-import subprocess
-import sys
 
-REPO = pathlib.Path(__file__).resolve().parents[4]
-MODULE = REPO / "plugins" / "modules" / "local_fact.py"
+from support import run_module_file
+
 FACTS = {"version": "0.5.23", "options": ["--host", "--port"], "ddtree": None, "gpus": 2}
 
 
 def run_module(tmp_path, **args):
-    args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    env = dict(os.environ, PYTHONPATH=str(REPO / "collections"))
-    done = subprocess.run([sys.executable, str(MODULE), str(args_file)], env=env,
-                          capture_output=True, text=True, timeout=60, check=False)
-    return json.loads(done.stdout)
+    return run_module_file("local_fact", args, tmp_path)
 
 
 def mode(path):

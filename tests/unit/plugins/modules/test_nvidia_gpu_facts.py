@@ -4,18 +4,15 @@ The simulated host is a procfs/sysfs tree under tmp_path and executables that pr
 outputs of tests/fixtures/real-gpu-host (or the real failure messages of nvidia-smi).
 """
 import json
-import os
 import pathlib
 import subprocess
-import sys
 
 import pytest
-from support import load_module
+from support import load_module, run_module_file
 
 from ansible_collections.pro6000.inference.plugins.module_utils import _nvidia
 
 REPO = pathlib.Path(__file__).resolve().parents[4]
-MODULE = REPO / "plugins" / "modules" / "nvidia_gpu_facts.py"
 REAL = REPO / "tests" / "fixtures" / "real-gpu-host"
 MISMATCH = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 590.48\n"
 NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
@@ -76,13 +73,8 @@ class Host:
     def run(self, **params):
         args = {"proc_path": str(self.proc), "sys_path": str(self.sys)}
         args.update(params)
-        args_file = self.root / "args.json"
-        args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-        env = dict(os.environ, PATH="%s:/usr/bin:/bin" % self.bin,
-                   PYTHONPATH=str(REPO / "collections"))
-        done = subprocess.run([sys.executable, str(MODULE), str(args_file)], env=env,
-                              capture_output=True, text=True, check=False)
-        result = json.loads(done.stdout)
+        result = run_module_file("nvidia_gpu_facts", args, self.root,
+                                 environ={"PATH": "%s:/usr/bin:/bin" % self.bin})
         assert not result.get("failed"), result
         assert result["changed"] is False
         return result["ansible_facts"]["nvidia_gpu"]
@@ -206,16 +198,9 @@ def test_held_packages_are_reported(host):
 
 
 def test_runs_in_check_mode(host):
-    args_file = host.root / "args.json"
     host.pci_gpu()
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {
-        "proc_path": str(host.proc), "sys_path": str(host.sys), "_ansible_check_mode": True}}))
-    env = dict(os.environ, PATH="%s:/usr/bin:/bin" % host.bin, PYTHONPATH=str(REPO / "collections"))
-    done = subprocess.run([sys.executable, str(MODULE), str(args_file)], env=env, capture_output=True,
-                          text=True, check=True)
-    result = json.loads(done.stdout)
-    assert result["changed"] is False
-    assert result["ansible_facts"]["nvidia_gpu"]["gpu_count"] == 1
+    # run() also asserts that the module neither failed nor reported a change.
+    assert host.run(_ansible_check_mode=True)["gpu_count"] == 1
 
 
 def load_repo_builder():

@@ -1,27 +1,19 @@
 """sglang_server_options run as Ansible runs it (a process reading an args file) against the
 SGLang test double laid out at each profile. (tests/integration/test_argv_real_parser.py runs it
 against the real releases.)"""
-import json
-import os
 import pathlib
-import subprocess
 import sys
 
 import pytest
+from support import run_module_file
 
 REPO = pathlib.Path(__file__).resolve().parents[4]
-MODULE = REPO / "plugins" / "modules" / "sglang_server_options.py"
 sys.path.insert(0, str(REPO / "tests" / "oracle"))
 import double  # noqa: E402
 
 
 def run_module(tmp_path, args, pythonpath=()):
-    args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "collections"), *map(str, pythonpath)]))
-    done = subprocess.run([sys.executable, str(MODULE), str(args_file)], env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
-    return json.loads(done.stdout)
+    return run_module_file("sglang_server_options", args, tmp_path, pythonpath)
 
 
 @pytest.mark.parametrize("profile, version, ddtree, algorithm", [
