@@ -5,7 +5,6 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections
-IMAGE := pro6000/debian12-systemd:latest
 # Longest first (as measured on 2 cores), so that a long one does not start last.
 SCENARIOS := default sglang_service sglang cuda_toolkit rolling nvidia_driver \
 	model_weights_failures model_weights nvidia_driver_guards harness
@@ -29,7 +28,7 @@ host:
 	tests/scripts/host-setup.sh
 
 image: host
-	tests/images/build.sh bookworm $(IMAGE)
+	tests/images/build.sh
 
 lint: venv
 	ansible-lint --profile production

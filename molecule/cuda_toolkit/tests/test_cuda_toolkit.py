@@ -4,18 +4,31 @@ import json
 import pytest
 
 
+# The headless driver set of NVIDIA's repository for the 590 branch on each platform
+# (shared/reference/nvidia-590-cuda-13.1.md); the toolkit packages are named alike on both.
+HEADLESS_DRIVER = {
+    "ubuntu": {"libnvidia-compute": "590.48.01-0ubuntu1", "nvidia-dkms-open": "590.48.01-0ubuntu1",
+               "nvidia-utils": "590.48.01-0ubuntu1"},
+    "debian": {"nvidia-driver-cuda": "590.48.01-1", "nvidia-kernel-open-dkms": "590.48.01-1"},
+}
+
+
 @pytest.mark.parametrize("package, version", [
     ("cuda-toolkit-13-1", "13.1.1-1"), ("cuda-nvcc-13-1", "13.1.115-1"),
     ("cuda-toolkit-13-0", "13.0.2-1"), ("cuda-nvcc-13-0", "13.0.88-1"),
-    ("nvidia-driver-cuda", "590.48.01-1"), ("nvidia-kernel-open-dkms", "590.48.01-1"),
 ])
 def test_packages_are_installed(host, package, version):
     assert host.package(package).is_installed
     assert host.package(package).version == version
 
 
+def test_headless_driver_of_the_platform_is_installed(host):
+    expected = HEADLESS_DRIVER[host.system_info.distribution]
+    assert {package: host.package(package).version for package in expected} == expected
+
+
 @pytest.mark.parametrize("package", ["cuda", "cuda-13-1", "cuda-13-0", "cuda-drivers", "nvidia-open",
-                                     "nvidia-kernel-dkms"])
+                                     "nvidia-kernel-dkms", "nvidia-dkms"])
 def test_no_metapackage_that_pulls_a_driver(host, package):
     assert not host.package(package).is_installed
 

@@ -2,8 +2,9 @@
 import pytest
 
 
-@pytest.mark.parametrize("package", ["nvidia-open", "nvidia-driver", "nvidia-kernel-open-dkms",
-                                     "nvidia-kernel-dkms", "cuda-drivers", "nvidia-smi", "libcuda1"])
+@pytest.mark.parametrize("package", ["nvidia-open", "nvidia-driver", "nvidia-driver-open", "nvidia-dkms-open",
+                                     "nvidia-dkms", "libnvidia-compute", "nvidia-utils", "cuda-drivers",
+                                     "nvidia-kernel-open-dkms", "nvidia-kernel-dkms", "nvidia-smi", "libcuda1"])
 def test_no_driver_package_was_installed(host, package):
     assert not host.package(package).is_installed
 
