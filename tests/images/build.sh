@@ -74,5 +74,5 @@ done
 install -m 0644 "$here/ubuntu2404-identity/os-release" "$rootfs/usr/lib/os-release"
 install -m 0644 "$here/ubuntu2404-identity/lsb-release" "$rootfs/etc/lsb-release"
 echo "trixie/sid" >"$rootfs/etc/debian_version"
-echo 'Ubuntu 24.04.3 LTS \n \l' >"$rootfs/etc/issue"
+printf '%s\n' 'Ubuntu 24.04.3 LTS \n \l' >"$rootfs/etc/issue"
 import_image "$ubuntu_image" "Ubuntu 24.04 noble identity on Debian 12 bookworm packages"
