@@ -18,7 +18,7 @@ inherited descriptor, so no download outlives the run that asked for it.
 
 Run by hand, it writes a site's lock file (see roles/model_weights/README.md):
 
-  python3 _weights_hub_helper.py lock REPO_ID COMMIT [--dir TRUSTED_COPY] [--include PATTERN]...
+  python3 _weights_hub_helper.py lock REPO_ID COMMIT [--dir TRUSTED_COPY] [--var NAME] [--include PATTERN]...
 """
 
 from __future__ import absolute_import, division, print_function
@@ -280,6 +280,7 @@ def write_lock(argv):
     parser.add_argument("--include", action="append", default=[], help="shell pattern of files to pin (repeat)")
     parser.add_argument("--exclude", action="append", default=[], help="shell pattern of files to leave out")
     parser.add_argument("--manifest-name", default="manifest.json", help="file of --dir that is not pinned")
+    parser.add_argument("--var", help="print {VAR: lock}: a group_vars file that sets variable VAR")
     args = parser.parse_args(argv)
     if not re.match(r"^[0-9a-f]{40}$", args.commit):
         parser.error("COMMIT must be a 40-hex commit")
@@ -308,8 +309,8 @@ def write_lock(argv):
                     local = hf_hub_download(args.repo_id, entry["path"], revision=args.commit, local_dir=scratch)
                     entry = {"path": entry["path"], "size": os.path.getsize(local), "sha256": sha256_of(local)}
                 files.append(entry)
-    json.dump({"repo_id": args.repo_id, "commit": args.commit, "files": sorted(files, key=lambda f: f["path"])},
-              sys.stdout, indent=1, sort_keys=True)
+    lock = {"repo_id": args.repo_id, "commit": args.commit, "files": sorted(files, key=lambda f: f["path"])}
+    json.dump({args.var: lock} if args.var else lock, sys.stdout, indent=1, sort_keys=True)
     sys.stdout.write("\n")
 
 

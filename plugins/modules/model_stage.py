@@ -16,12 +16,12 @@ description:
     O(dest), checks every file against its sha256 (or, for small hub files, its git blob id),
     validates C(config.json), and only then points the link O(dest) at the verified copy.
     The previous copy keeps serving until the new one is verified.
-  - The expected digests come from O(lock), the site's lock file, when it is given: what the
+  - The expected digests come from O(lock), the site's lock file, when it is given; what the
     source lists or serves must then match it, file by file, or the run fails before the switch
     naming each file. Without a lock file they come from the source itself (the hub's listing,
     the mirror's or path's manifest), and the result says so (RV(digest_source)).
   - Transfers and hashing run on a thread pool. An interrupted run resumes where it stopped, also
-    after a kill: verified files are kept, partial files (C(<file>.part) in the staging
+    after a kill; verified files are kept, partial files (C(<file>.part) in the staging
     directory, for every source) continue with HTTP C(Range) requests. Files are hashed while
     they are written. Retries count attempts in a row that brought no new byte; a client error
     such as HTTP 404 is not retried.
@@ -58,13 +58,13 @@ options:
     type: str
   revision:
     description:
-      - Revision to stage: a commit or a git ref name (no C(..)). For V(hub), a 40-hex commit is
+      - Revision to stage, a commit or a git ref name (no C(..)). For V(hub), a 40-hex commit is
         used without asking the hub which commit it is; a branch or tag is resolved on every run.
     type: str
     required: true
   lock:
     description:
-      - The site's lock file for this model (its content, a dict): C(repo_id), C(commit) and
+      - The site's lock file for this model (its content, a dict) with C(repo_id), C(commit) and
         C(files), each with C(path), C(size) and C(sha256). Written once from a trusted source
         with C(python3 plugins/module_utils/_weights_hub_helper.py lock REPO_ID COMMIT [--dir COPY]).
       - The source's file list must equal the lock's, with the same sizes (and sha256 where the
@@ -87,7 +87,7 @@ options:
       - V(reflink) shares the source's extents (btrfs, XFS) and V(hardlink) links the source
         files themselves, where the source lies on the destination's file system; otherwise they
         copy. With V(hardlink) the served files and the source are one file each (ownership and
-        mode included): only for a source that nothing changes.
+        mode included), so only for a source that nothing changes.
     type: str
     default: copy
     choices: [copy, reflink, hardlink]
