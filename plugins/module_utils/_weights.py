@@ -380,8 +380,8 @@ def finish_part(fd, part_path, hasher, entry, origin):
     digest = hasher.hexdigest()
     if digest != entry["digest"]:
         os.unlink(part_path)
-        raise PermanentError("%s: %s %s does not match the expected %s" % (origin, entry["algo"], digest,
-                                                                          entry["digest"]))
+        raise PermanentError("%s: %s %s does not match the expected %s"
+                             % (origin, entry["algo"], digest, entry["digest"]))
 
 
 def transfer(source, path, part_path, entry, retries, on_bytes):

@@ -189,16 +189,17 @@ def download(request, entry, writer):
 
     url = hf_hub_url(request["repo_id"], entry["path"], revision=request["commit"])
     failures = 0
+    error = None
     while writer.position < entry["size"]:
         before = writer.position
         try:
             metadata = get_hf_file_metadata(url, timeout=request["timeout"])
             if metadata.commit_hash != request["commit"]:
-                raise Permanent("%s is served from commit %s, not %s" % (entry["path"], metadata.commit_hash,
-                                                                        request["commit"]))
+                raise Permanent("%s is served from commit %s, not %s"
+                                % (entry["path"], metadata.commit_hash, request["commit"]))
             if metadata.size is not None and metadata.size != entry["size"]:
-                raise Permanent("%s has %d bytes on the hub, %d expected" % (entry["path"], metadata.size,
-                                                                            entry["size"]))
+                raise Permanent("%s has %d bytes on the hub, %d expected"
+                                % (entry["path"], metadata.size, entry["size"]))
             headers = build_hf_headers()
             # As the client does: the token goes to the hub, never to a CDN on another host.
             if urlsplit(metadata.location).netloc != urlsplit(url).netloc:

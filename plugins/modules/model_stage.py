@@ -317,7 +317,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.pro6000.inference.plugins.module_utils._weights import (
     COMMIT_RE, JOURNAL_NAME, LINK_MODES, MARKER_NAME, STAGING_PREFIX, HttpSource, Journal, WeightsError,
     apply_ownership, apply_tree_ownership, check_against_lock, check_repo_id, check_revision, check_url,
-    copy_local, drafter_facts, file_digest, file_state, free_bytes, fsync_dir, human_bytes, load_config, lock_files,
+    copy_local, drafter_facts, file_digest, free_bytes, fsync_dir, human_bytes, load_config, lock_files,
     manifest_bytes, mask_secrets, normalize_manifest, parallel_map, parse_manifest_document, quick_check, read_json,
     switch_link, target_facts, transfer, verify_files, write_json_atomic,
 )
@@ -421,8 +421,8 @@ class Stager:
             return files, commit
         lock_commit, locked = self.lock
         if commit is not None and commit != lock_commit:
-            raise WeightsError("%s resolves to commit %s, the lock file pins %s" % (self.params["revision"], commit,
-                                                                                   lock_commit))
+            raise WeightsError("%s resolves to commit %s, the lock file pins %s"
+                               % (self.params["revision"], commit, lock_commit))
         check_against_lock(files, locked, origin)
         return locked, commit
 

@@ -120,7 +120,7 @@ def main():
         book = playbook(work, commit, source, "http://127.0.0.1:%d" % port, args.workers)
         rounds = {name: [] for name in ("copy", "sha256sum", "mirror", "path", "verify")}
         loads = []
-        for _ in range(args.repeat):
+        for _round in range(args.repeat):
             loads.append(os.getloadavg()[0])
             copy = work / "cp-copy"
             rounds["copy"].append(timed(["sh", "-c", 'cp -r "$1" "$2" && sync "$2" "$2"/*', "cp", str(source),

@@ -508,6 +508,6 @@ def test_path_staging_links_the_source_only_where_the_site_allows_it(doubles, mo
                        link_mode=mode)
     result = run(args)
     assert result["changed"] and result["fetched_bytes"] == result["bytes"]
-    shared = os.stat(source / "model.safetensors").st_ino == os.stat(models / "Qwen3.6-27B-DFlash" /
-                                                                       "model.safetensors").st_ino
+    staged = models / "Qwen3.6-27B-DFlash" / "model.safetensors"
+    shared = os.stat(source / "model.safetensors").st_ino == os.stat(staged).st_ino
     assert shared == (mode == "hardlink")
