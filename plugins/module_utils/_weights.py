@@ -461,24 +461,27 @@ def copy_local(src_path, part_path, entry, link_mode, on_bytes):
     the fallback, the kernel copies (copy_file_range/sendfile) while the same bytes, hot in the
     page cache, are hashed beside the copy. A partial file from an earlier run is continued.
     """
+    used = "copy"
     if link_mode == "hardlink":
         if os.path.lexists(part_path):
             os.unlink(part_path)
         try:
             os.link(src_path, part_path)
+            used = "hardlink"
         except OSError:
-            link_mode = "copy"
+            pass
     src_fd = os.open(src_path, os.O_RDONLY)
     try:
         fd, have, hasher = open_part(part_path, entry)
         if link_mode == "reflink" and have == 0:
             try:
                 fcntl.ioctl(fd, FICLONE, src_fd)
+                used = "reflink"
                 have = os.fstat(fd).st_size
                 hash_range(fd, hasher, 0, have, bytearray(CHUNK))
             except OSError:
-                link_mode = "copy"
-        if link_mode != "copy":
+                pass
+        if used != "copy":
             on_bytes(have)  # read here to be hashed
         try:
             buf = bytearray(CHUNK)
@@ -495,7 +498,7 @@ def copy_local(src_path, part_path, entry, link_mode, on_bytes):
             os.close(fd)
     finally:
         os.close(src_fd)
-    return link_mode
+    return used
 
 
 # --------------------------------------------------------------------------- tree state
