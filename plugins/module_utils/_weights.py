@@ -11,32 +11,79 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
+import fcntl
 import hashlib
 import json
 import os
 import re
 import shutil
 import ssl
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.error import HTTPError, URLError
-from urllib.parse import quote
-from urllib.request import HTTPSHandler, ProxyHandler, Request, build_opener
+from urllib.parse import quote, urlsplit
+from urllib.request import HTTPRedirectHandler, HTTPSHandler, ProxyHandler, Request, build_opener
 
 MARKER_NAME = ".model_weights.json"
 JOURNAL_NAME = ".model_weights.staging.json"
-# huggingface_hub keeps its resume metadata under <local_dir>/.cache/huggingface.
-HUB_LOCAL_CACHE = ".cache"
 STAGING_PREFIX = ".staging-"
 CHUNK = 8 * 1024 * 1024
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 SHA1_RE = re.compile(r"^[0-9a-f]{40}$")
+# The hub's repository id rule (huggingface_hub utils/_validators.py, validate_repo_id): an
+# optional namespace and a name of ASCII letters, digits, "_", "-", "." (at most 96 each), not
+# starting or ending with "-" or ".", without "--" or "..", not ending in ".git".
+REPO_ID_RE = re.compile(r"^(?:[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?/)?[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?$",
+                        re.ASCII)
+# A revision is a commit or a git ref name (git check-ref-format): no "..", "//", "@{", control
+# characters, spaces or ~^:?*[\ ; no component starting with "." or ending in ".lock".
+REVISION_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-/]{0,254}$")
+# A query string may carry a signature (signed CDN URLs: sig=, X-Amz-Signature=, Signature=).
+URL_QUERY_RE = re.compile(r"((?:https?|ftp|file)://[^\s?#'\"<>]*)\?[^\s'\"<>]*")
+# FICLONE from linux/fs.h: share the source's extents (btrfs, XFS with reflink, bcachefs).
+FICLONE = 0x40049409
+LINK_MODES = ("copy", "reflink", "hardlink")
 
 
 class WeightsError(Exception):
     """A failure the module reports as is (the message names what and why)."""
+
+
+class PermanentError(WeightsError):
+    """A failure that another attempt cannot fix (HTTP 404, 403, a wrong digest): never retried."""
+
+
+def mask_secrets(text):
+    """Drop the query string of every URL in text: signed CDN URLs must not reach task output."""
+    return URL_QUERY_RE.sub(r"\1?<query hidden>", text)
+
+
+def check_repo_id(repo_id, name="repo_id"):
+    if not isinstance(repo_id, str) or not REPO_ID_RE.match(repo_id) or "--" in repo_id or ".." in repo_id \
+            or repo_id.endswith(".git"):
+        raise WeightsError("%s %r is not a hub repository id: [namespace/]name of letters, digits, '_', '-' and '.', "
+                           "not starting or ending with '-' or '.', without '--' or '..'" % (name, repo_id))
+    return repo_id
+
+
+def check_revision(revision, name="revision"):
+    parts = revision.split("/") if isinstance(revision, str) else []
+    if (not REVISION_RE.match(revision or "") or ".." in revision or "//" in revision or "@{" in revision
+            or revision.endswith("/") or any(p.startswith(".") or p.endswith(".lock") for p in parts)):
+        raise WeightsError("%s %r is not a commit or a git ref name (letters, digits, '_', '-', '.', '/'; no '..', "
+                           "no component starting with '.')" % (name, revision))
+    return revision
+
+
+def check_url(url, name):
+    """Only http and https: urllib would read file:// and ftp:// as well."""
+    scheme = urlsplit(url or "").scheme.lower()
+    if scheme not in ("http", "https") or not urlsplit(url).netloc:
+        raise WeightsError("%s %r must be an http:// or https:// URL" % (name, mask_secrets(url or "")))
+    return url
 
 
 # --------------------------------------------------------------------------- manifests
@@ -78,15 +125,56 @@ def normalize_manifest(entries):
     return files
 
 
-def parse_manifest_document(text, origin):
-    """Parse a mirror manifest (JSON object with a "files" list) fetched from origin."""
+def parse_manifest_document(text, origin, repo_id=None, revision=None):
+    """Parse a manifest (JSON object with a "files" list) read from origin; the repo_id and
+    revision it names, when it names them, must be the ones asked for."""
     try:
         document = json.loads(text)
     except ValueError as exc:
         raise WeightsError("manifest %s is not valid JSON: %s" % (origin, exc))
     if not isinstance(document, dict) or "files" not in document:
         raise WeightsError("manifest %s has no \"files\" list" % origin)
+    for key, wanted in (("repo_id", repo_id), ("revision", revision)):
+        if wanted is not None and document.get(key, wanted) != wanted:
+            raise PermanentError("manifest %s describes %s %r, not %r" % (origin, key, document[key], wanted))
     return normalize_manifest(document["files"])
+
+
+def lock_files(lock, repo_id, revision):
+    """{path: entry} of a site's lock file (repo_id, commit, files with path, size, sha256).
+
+    The lock must be for this repository and, when revision is a commit, for that commit."""
+    if not isinstance(lock, dict) or not isinstance(lock.get("files"), list):
+        raise WeightsError("lock: not a lock file (an object with repo_id, commit and files)")
+    if repo_id is not None and lock.get("repo_id") != repo_id:
+        raise WeightsError("lock: the lock file is for repository %r, not %r" % (lock.get("repo_id"), repo_id))
+    commit = lock.get("commit")
+    if not isinstance(commit, str) or not COMMIT_RE.match(commit):
+        raise WeightsError("lock: commit %r is not a 40-hex commit" % (commit,))
+    if COMMIT_RE.match(revision) and commit != revision:
+        raise WeightsError("lock: the lock file pins commit %s, the revision asked for is %s" % (commit, revision))
+    if any(not SHA256_RE.match(str(entry.get("sha256", ""))) for entry in lock["files"] if isinstance(entry, dict)):
+        raise WeightsError("lock: every file needs a sha256")
+    return commit, normalize_manifest(lock["files"])
+
+
+def check_against_lock(offered, locked, origin):
+    """Fail, naming each file, where what the source offers differs from the site's lock.
+
+    offered: {path: entry} from the source's listing or manifest (sha256 or git blob id)."""
+    problems = []
+    for path in sorted(set(offered) | set(locked)):
+        have, want = offered.get(path), locked.get(path)
+        if want is None:
+            problems.append("%s is offered but not in the lock file" % path)
+        elif have is None:
+            problems.append("%s is in the lock file but not offered" % path)
+        elif have["size"] != want["size"]:
+            problems.append("%s: size %d, the lock file says %d" % (path, have["size"], want["size"]))
+        elif have["algo"] == "sha256" and have["digest"] != want["digest"]:
+            problems.append("%s: sha256 %s, the lock file says %s" % (path, have["digest"], want["digest"]))
+    if problems:
+        raise PermanentError("%s differs from the lock file: %s" % (origin, "; ".join(problems)))
 
 
 def manifest_bytes(files):
@@ -160,6 +248,30 @@ def verify_files(root, files, paths, workers):
 
 # --------------------------------------------------------------------------- transfers
 
+def hash_range(fd, hasher, offset, length, buf):
+    """Feed hasher with length bytes of fd from offset (pread: the file offset stays put)."""
+    view = memoryview(buf)
+    end = offset + length
+    while offset < end:
+        got = os.preadv(fd, [view[:min(len(buf), end - offset)]], offset)
+        if not got:
+            raise WeightsError("file ended at byte %d of %d while hashing" % (offset, end))
+        hasher.update(view[:got])
+        offset += got
+
+
+def write_all(fd, data, offset):
+    """pwrite all of data at offset: one call may write less (a signal, a quota, a full disk)."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        if written <= 0:
+            raise OSError(errno.EIO, "short write at byte %d" % offset)
+        view = view[written:]
+        offset += written
+    return offset
+
+
 class Source:
     """Opens one manifest file at a byte offset; returns (stream, offset the stream starts at)."""
 
@@ -183,15 +295,25 @@ class PathSource(Source):
         return os.path.join(self.root, path)
 
 
+class _HttpOnlyRedirects(HTTPRedirectHandler):
+    """urllib follows redirects to ftp:// too; a weight source stays on http and https."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        if urlsplit(newurl).scheme.lower() not in ("http", "https"):
+            raise PermanentError("%s redirected to %s: only http:// and https:// are followed"
+                                 % (mask_secrets(req.full_url), mask_secrets(newurl)))
+        return HTTPRedirectHandler.redirect_request(self, req, fp, code, msg, headers, newurl)
+
+
 def url_opener(ca_file=None):
     """An opener that honours the proxy environment and an optional extra CA bundle."""
     context = ssl.create_default_context(cafile=ca_file) if ca_file else ssl.create_default_context()
-    return build_opener(ProxyHandler(), HTTPSHandler(context=context))
+    return build_opener(ProxyHandler(), HTTPSHandler(context=context), _HttpOnlyRedirects())
 
 
 class HttpSource(Source):
     def __init__(self, base_url, timeout=60, ca_file=None, headers=None):
-        self.base_url = base_url.rstrip("/") + "/"
+        self.base_url = check_url(base_url, "mirror_url").rstrip("/") + "/"
         self.timeout = timeout
         self.opener = url_opener(ca_file)
         self.headers = dict(headers or {})
@@ -200,7 +322,7 @@ class HttpSource(Source):
         return self.base_url + quote(path, safe="/")
 
     def describe(self, path):
-        return self.url(path)
+        return mask_secrets(self.url(path))
 
     def get(self, path, offset=0):
         headers = dict(self.headers)
@@ -210,9 +332,11 @@ class HttpSource(Source):
         try:
             return self.opener.open(Request(self.url(path), headers=headers), timeout=self.timeout)
         except HTTPError as exc:
-            raise WeightsError("GET %s answered HTTP %s %s" % (self.url(path), exc.code, exc.reason))
+            # A client error other than a timeout or a rate limit stays the same on every attempt.
+            error = PermanentError if 400 <= exc.code < 500 and exc.code not in (408, 429) else WeightsError
+            raise error("GET %s answered HTTP %s %s" % (self.describe(path), exc.code, exc.reason))
         except URLError as exc:
-            raise WeightsError("GET %s failed: %s" % (self.url(path), exc.reason))
+            raise WeightsError("GET %s failed: %s" % (self.describe(path), exc.reason))
 
     def open_at(self, path, offset):
         response = self.get(path, offset)
@@ -221,7 +345,8 @@ class HttpSource(Source):
             match = re.match(r"bytes (\d+)-", content_range)
             if not match or int(match.group(1)) != offset:
                 response.close()
-                raise WeightsError("%s answered a range that was not asked for: %s" % (self.url(path), content_range))
+                raise WeightsError("%s answered a range that was not asked for: %s" % (self.describe(path),
+                                                                                       content_range))
             return response, offset
         # 200: the server ignored Range (or there was nothing to resume): start again at 0.
         return response, 0
@@ -234,68 +359,146 @@ class HttpSource(Source):
             response.close()
 
 
+def open_part(part_path, entry):
+    """(fd, bytes already there, hasher fed with them) of a partial file, created when absent."""
+    fd = os.open(part_path, os.O_RDWR | os.O_CREAT, 0o600)
+    have = os.fstat(fd).st_size
+    if have > entry["size"]:
+        os.ftruncate(fd, 0)
+        have = 0
+    hasher = new_hasher(entry["algo"], entry["size"])
+    hash_range(fd, hasher, 0, have, bytearray(CHUNK))
+    return fd, have, hasher
+
+
+def finish_part(fd, part_path, hasher, entry, origin):
+    """Make the partial file durable and check it: complete on disk and matching its digest."""
+    os.fsync(fd)
+    on_disk = os.fstat(fd).st_size
+    if on_disk != entry["size"]:
+        raise WeightsError("%s: %d bytes on disk after the transfer, %d expected" % (origin, on_disk, entry["size"]))
+    digest = hasher.hexdigest()
+    if digest != entry["digest"]:
+        os.unlink(part_path)
+        raise PermanentError("%s: %s %s does not match the expected %s"
+                             % (origin, entry["algo"], digest, entry["digest"]))
+
+
 def transfer(source, path, part_path, entry, retries, on_bytes):
     """Fetch one file into part_path, resuming what is there, hashing while writing.
 
-    Returns the number of bytes read from the source. Raises WeightsError when the file cannot
-    be completed or its digest does not match (the partial file is then removed so that the
-    next attempt starts clean).
+    Returns the number of bytes read from the source. A failed attempt is retried from what is
+    on disk; retries counts attempts in a row that brought no new byte (progress resets it). A
+    permanent failure (HTTP 404, a wrong digest) is never retried; a wrong file is removed so
+    that the next attempt starts clean.
     """
     size = entry["size"]
-    attempt = 0
+    origin = source.describe(path)
+    fd, have, hasher = open_part(part_path, entry)
     transferred = 0
-    while True:
-        have = os.path.getsize(part_path) if os.path.exists(part_path) else 0
-        if have > size:
-            os.unlink(part_path)
-            have = 0
-        hasher = new_hasher(entry["algo"], size)
-        try:
-            with open(part_path, "ab+", buffering=0) as out:
-                out.seek(0)
-                if have:
-                    _hash_stream(out, hasher, have)
-                stream, start = source.open_at(path, have) if have < size else (None, have)
+    failures = 0
+    buf = bytearray(CHUNK)
+    view = memoryview(buf)
+    try:
+        while have < size:
+            before = have
+            try:
+                stream, start = source.open_at(path, have)
                 try:
-                    if stream is not None and start != have:
-                        out.truncate(start)
+                    if start != have:
+                        os.ftruncate(fd, start)
                         hasher = new_hasher(entry["algo"], size)
+                        hash_range(fd, hasher, 0, start, buf)
                         have = start
-                    out.seek(have)
-                    buf = bytearray(CHUNK)
-                    view = memoryview(buf)
-                    while stream is not None and have < size:
+                    while have < size:
                         got = stream.readinto(view[:min(CHUNK, size - have)])
                         if not got:
                             break
                         hasher.update(view[:got])
-                        out.write(view[:got])
-                        have += got
+                        have = write_all(fd, view[:got], have)
                         transferred += got
                         on_bytes(got)
                 finally:
-                    if stream is not None:
-                        stream.close()
-                if have == size:
-                    os.fsync(out.fileno())
-        except Exception as exc:  # noqa: BLE001
-            # A dropped connection surfaces as OSError or http.client.HTTPException (IncompleteRead);
-            # every failure is retried from what is already on disk.
-            error = exc
-        else:
-            error = None
-            if have == size:
-                digest = hasher.hexdigest()
-                if digest != entry["digest"]:
-                    os.unlink(part_path)
-                    raise WeightsError(
-                        "%s: %s %s does not match the expected %s" % (path, entry["algo"], digest, entry["digest"]))
-                return transferred
-            error = WeightsError("%s: connection ended at byte %d of %d" % (source.describe(path), have, size))
-        attempt += 1
-        if attempt > retries:
-            raise WeightsError("%s: giving up after %d attempt(s): %s" % (source.describe(path), attempt, error))
-        time.sleep(min(2 ** attempt, 30) * 0.25)
+                    stream.close()
+                if have < size:
+                    raise WeightsError("%s: connection ended at byte %d of %d" % (origin, have, size))
+            except PermanentError:
+                raise
+            except Exception as exc:  # noqa: BLE001  (OSError, http.client.IncompleteRead, timeouts: retried)
+                failures = 1 if have > before else failures + 1
+                if failures > retries:
+                    raise WeightsError("%s: giving up after %d attempt(s) without progress: %s"
+                                       % (origin, failures, mask_secrets(str(exc))))
+                time.sleep(min(2 ** failures, 30) * 0.25)
+        finish_part(fd, part_path, hasher, entry, origin)
+    finally:
+        os.close(fd)
+    return transferred
+
+
+def _kernel_copy(src_fd, dst_fd, offset, count):
+    """Copy count bytes at offset inside the kernel: copy_file_range, else sendfile, else pread/pwrite."""
+    try:
+        return os.copy_file_range(src_fd, dst_fd, count, offset, offset)
+    except (AttributeError, OSError) as exc:
+        if getattr(exc, "errno", None) not in (None, errno.EXDEV, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+    try:
+        os.lseek(dst_fd, offset, os.SEEK_SET)
+        return os.sendfile(dst_fd, src_fd, offset, count)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSYS, errno.EINVAL):
+            raise
+    data = os.pread(src_fd, min(count, CHUNK), offset)
+    return write_all(dst_fd, data, offset) - offset if data else 0
+
+
+def copy_local(src_path, part_path, entry, link_mode, on_bytes):
+    """Stage a local file at copy speed, checking its digest; returns how it was staged.
+
+    link_mode "hardlink" links the source itself and "reflink" shares its extents (both only
+    where the source lies on the same file system and the site allows it); otherwise, and as
+    the fallback, the kernel copies (copy_file_range/sendfile) while the same bytes, hot in the
+    page cache, are hashed beside the copy. A partial file from an earlier run is continued.
+    """
+    used = "copy"
+    if link_mode == "hardlink":
+        if os.path.lexists(part_path):
+            os.unlink(part_path)
+        try:
+            os.link(src_path, part_path)
+            used = "hardlink"
+        except OSError:
+            pass
+    src_fd = os.open(src_path, os.O_RDONLY)
+    try:
+        fd, have, hasher = open_part(part_path, entry)
+        if link_mode == "reflink" and have == 0:
+            try:
+                fcntl.ioctl(fd, FICLONE, src_fd)
+                used = "reflink"
+                have = os.fstat(fd).st_size
+                hash_range(fd, hasher, 0, have, bytearray(CHUNK))
+            except OSError:
+                pass
+        if used != "copy":
+            on_bytes(have)  # read here to be hashed
+        try:
+            buf = bytearray(CHUNK)
+            step = 8 * CHUNK
+            while have < entry["size"]:
+                copied = _kernel_copy(src_fd, fd, have, min(step, entry["size"] - have))
+                if not copied:
+                    raise WeightsError("%s ended at byte %d of %d" % (src_path, have, entry["size"]))
+                hash_range(src_fd, hasher, have, copied, buf)
+                have += copied
+                on_bytes(copied)
+            finish_part(fd, part_path, hasher, entry, src_path)
+        finally:
+            os.close(fd)
+    finally:
+        os.close(src_fd)
+    return used
 
 
 # --------------------------------------------------------------------------- tree state
@@ -308,15 +511,21 @@ def read_json(path):
         return None
 
 
-def write_json_atomic(path, document, mode=0o644):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as stream:
-        json.dump(document, stream, indent=1, sort_keys=True)
-        stream.write("\n")
-        stream.flush()
-        os.fsync(stream.fileno())
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
+def write_json_atomic(path, document, mode=0o644, move=os.replace):
+    """Write document to a temporary file beside path, make it durable, then move it over path
+    (the module passes AnsibleModule.atomic_move as move)."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".%s." % os.path.basename(path))
+    try:
+        with os.fdopen(fd, "w") as stream:
+            json.dump(document, stream, indent=1, sort_keys=True)
+            stream.write("\n")
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(tmp, mode)
+        move(tmp, path)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
 
 
 def file_state(path):
@@ -327,8 +536,9 @@ def file_state(path):
 class Journal:
     """Files already verified in a staging directory, so that a resumed run skips them."""
 
-    def __init__(self, staging):
+    def __init__(self, staging, move=os.replace):
         self.path = os.path.join(staging, JOURNAL_NAME)
+        self.move = move
         self.lock = threading.Lock()
         document = read_json(self.path)
         self.entries = document.get("files", {}) if isinstance(document, dict) else {}
@@ -345,13 +555,15 @@ class Journal:
         state = file_state(os.path.join(staging, path))
         with self.lock:
             self.entries[path] = dict(state, digest=entry["digest"])
-            write_json_atomic(self.path, {"files": self.entries})
+            write_json_atomic(self.path, {"files": self.entries}, 0o600, self.move)
 
 
 def quick_check(root, marker, verify_all, workers):
     """Check a verified tree against its marker: sizes and mtimes, hashes only where needed.
 
-    Returns the sorted list of files that are missing or whose content no longer matches.
+    Returns (the sorted files that are missing or whose content no longer matches, {path: new
+    state} of the files that were touched but still match, for the marker to record so that
+    they are not hashed again on every run).
     """
     files = marker["files"]
     suspects = []
@@ -367,8 +579,13 @@ def quick_check(root, marker, verify_all, workers):
             bad.append(path)
         elif verify_all or state["mtime_ns"] != recorded.get("mtime_ns"):
             suspects.append(path)
-    bad.extend(verify_files(root, files, suspects, workers))
-    return sorted(bad)
+    mismatched = verify_files(root, files, suspects, workers)
+    refreshed = {}
+    for path in set(suspects) - set(mismatched):
+        state = file_state(os.path.join(root, path))
+        if state["mtime_ns"] != files[path].get("mtime_ns"):
+            refreshed[path] = state
+    return sorted(bad + mismatched), refreshed
 
 
 def apply_ownership(path, uid, gid, mode, dry_run=False):

@@ -16,11 +16,20 @@ description:
     O(dest), checks every file against its sha256 (or, for small hub files, its git blob id),
     validates C(config.json), and only then points the link O(dest) at the verified copy.
     The previous copy keeps serving until the new one is verified.
-  - Transfers and hashing run on a thread pool. An interrupted run resumes where it stopped;
-    verified files are kept, partial files continue with HTTP C(Range) requests.
+  - The expected digests come from O(lock), the site's lock file, when it is given; what the
+    source lists or serves must then match it, file by file, or the run fails before the switch
+    naming each file. Without a lock file they come from the source itself (the hub's listing,
+    the mirror's or path's manifest), and the result says so (RV(digest_source)).
+  - Transfers and hashing run on a thread pool. An interrupted run resumes where it stopped, also
+    after a kill; verified files are kept, partial files (C(<file>.part) in the staging
+    directory, for every source) continue with HTTP C(Range) requests. Files are hashed while
+    they are written. Retries count attempts in a row that brought no new byte; a client error
+    such as HTTP 404 is not retried.
   - A verified copy carries a marker (C(.model_weights.json)) with each file's size, modification
     time and digest. A later run compares sizes and times only and hashes just the files that
-    look touched; a file that no longer matches is fetched again, alone.
+    look touched (and records the new time of a touched file that still matches); a file that no
+    longer matches is fetched again, alone. With O(verify=full), a file reused from another copy
+    is hashed before it is linked.
   - Copies live in C(<dest>.revs/); O(dest) is a relative symbolic link to one of them.
 version_added: 0.1.0
 author:
@@ -29,8 +38,9 @@ options:
   dest:
     description:
       - Stable path the service reads, for example C(/srv/models/Qwen3.6-27B).
-      - Must be absent or a symbolic link managed by this module.
-    type: path
+      - An absolute, normalised path (C(~) is not expanded). Must be absent or a symbolic link
+        into C(<dest>.revs/) made by this module.
+    type: str
     required: true
   source:
     description:
@@ -44,22 +54,43 @@ options:
     choices: [hub, mirror, path]
   repo_id:
     description:
-      - Repository id, for example C(Qwen/Qwen3.6-27B). Required for V(hub) and V(mirror).
+      - Repository id in the hub's syntax, for example C(Qwen/Qwen3.6-27B). Required for V(hub) and V(mirror).
     type: str
   revision:
     description:
-      - Revision to stage. For V(hub), a 40-hex commit is used without asking the hub which
-        commit it is; a branch or tag is resolved on every run.
+      - Revision to stage, a commit or a git ref name (no C(..)). For V(hub), a 40-hex commit is
+        used without asking the hub which commit it is; a branch or tag is resolved on every run.
     type: str
     required: true
+  lock:
+    description:
+      - The site's lock file for this model (its content, a dict) with C(repo_id), C(commit) and
+        C(files), each with C(path), C(size) and C(sha256). Written once from a trusted source
+        with C(python3 plugins/module_utils/_weights_hub_helper.py lock REPO_ID COMMIT [--dir COPY]).
+      - The source's file list must equal the lock's, with the same sizes (and sha256 where the
+        source gives one), and every staged byte must match the lock's sha256; a hub branch must
+        resolve to the lock's commit.
+    type: dict
   mirror_url:
     description:
-      - Base URL of the HTTP(S) mirror, for O(source=mirror).
+      - Base URL of the HTTP(S) mirror, for O(source=mirror). Only C(http://) and C(https://)
+        (also for redirects).
     type: str
   source_path:
     description:
-      - Directory holding the model files, for O(source=path).
+      - Absolute path of the directory holding the model files, for O(source=path).
     type: path
+  link_mode:
+    description:
+      - How O(source=path) files reach the copy. V(copy) lets the kernel copy them
+        (C(copy_file_range), C(sendfile)) while the same bytes are hashed.
+      - V(reflink) shares the source's extents (btrfs, XFS) and V(hardlink) links the source
+        files themselves, where the source lies on the destination's file system; otherwise they
+        copy. With V(hardlink) the served files and the source are one file each (ownership and
+        mode included), so only for a source that nothing changes.
+    type: str
+    default: copy
+    choices: [copy, reflink, hardlink]
   manifest_name:
     description:
       - Name of the manifest (JSON with C(files), each C(path), C(size), C(sha256)) at the root of a
@@ -136,12 +167,14 @@ options:
     default: 8
   retries:
     description:
-      - How often one file transfer is retried (resuming) within a run before the run fails.
+      - How often one file transfer is retried (resuming) in a row without getting a new byte,
+        within a run, before the run fails. Also the hub client's budget.
     type: int
     default: 3
   timeout:
     description:
-      - Seconds a network read may stall before it counts as a failure.
+      - Seconds a network request or read may stall before it counts as a failure (also for
+        every request of the hub client).
     type: int
     default: 60
   verify:
@@ -176,6 +209,10 @@ attributes:
 notes:
   - Needs the destination, its staging directory and earlier copies on one file system (the
     switch is a rename and hard links reuse unchanged files between revisions).
+  - The hub client runs as a child process in a session of its own that the kernel kills when
+    the module ends (C(PR_SET_PDEATHSIG)); it holds the module's lock on C(<dest>.revs/.lock)
+    while it lives.
+  - URLs in messages lose their query strings (signed CDN URLs carry their signature there).
 """
 
 EXAMPLES = r"""
@@ -199,6 +236,7 @@ EXAMPLES = r"""
     mirror_url: https://mirror.example.internal/models
     repo_id: Qwen/Qwen3.6-27B
     revision: 0123456789abcdef0123456789abcdef01234567
+    lock: "{{ lookup('ansible.builtin.file', inventory_dir ~ '/weights-locks/Qwen3.6-27B.json') | from_json }}"
     kind: target
 """
 
@@ -233,7 +271,7 @@ fetched_files:
   type: list
   elements: str
 fetched_bytes:
-  description: Bytes read from the source by this run (resumed parts count only what was read).
+  description: Bytes read from the source by this run (resumed parts count only what was read, for every source).
   returned: always
   type: int
 linked_files:
@@ -245,6 +283,13 @@ repaired:
   returned: always
   type: list
   elements: str
+digest_source:
+  description:
+    - Where the expected digests came from. V(lock) the site's lock file (O(lock)); V(source) the
+      source itself (the hub's listing, the manifest, or the path's files hashed before copying).
+  returned: always
+  type: str
+  sample: lock
 verified_at:
   description: When the copy was verified (ISO 8601, UTC), from its marker.
   returned: when a verified copy exists
@@ -270,11 +315,11 @@ import threading
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.pro6000.inference.plugins.module_utils._weights import (
-    COMMIT_RE, HUB_LOCAL_CACHE, JOURNAL_NAME, MARKER_NAME, STAGING_PREFIX, HttpSource, Journal, PathSource,
-    WeightsError, apply_ownership, apply_tree_ownership, drafter_facts, file_digest, file_state, free_bytes,
-    fsync_dir, human_bytes, load_config, manifest_bytes, normalize_manifest, parallel_map,
-    parse_manifest_document, quick_check, read_json, switch_link, target_facts, transfer, verify_files,
-    write_json_atomic,
+    COMMIT_RE, JOURNAL_NAME, LINK_MODES, MARKER_NAME, STAGING_PREFIX, HttpSource, Journal, WeightsError,
+    apply_ownership, apply_tree_ownership, check_against_lock, check_repo_id, check_revision, check_url,
+    copy_local, drafter_facts, file_digest, free_bytes, fsync_dir, human_bytes, load_config, lock_files,
+    manifest_bytes, mask_secrets, normalize_manifest, parallel_map, parse_manifest_document, quick_check, read_json,
+    switch_link, target_facts, transfer, verify_files, write_json_atomic,
 )
 from ansible_collections.pro6000.inference.plugins.module_utils._weights_hub import helper_environment, run_helper
 
@@ -283,13 +328,17 @@ def safe_name(text):
     return re.sub(r"[^A-Za-z0-9._-]", "_", text)
 
 
+def digest_key(entry):
+    return entry["algo"], entry["digest"], entry["size"]
+
+
 class Stager:
     def __init__(self, module):
         self.module = module
         self.params = params = module.params
-        self.dest = os.path.abspath(params["dest"])
+        self.dest = params["dest"]
         self.revs = self.dest + ".revs"
-        self.workers = max(1, params["workers"])
+        self.workers = params["workers"]
         self.uid = pwd.getpwnam(params["owner"]).pw_uid
         self.gid = grp.getgrnam(params["group"]).gr_gid
         self.dir_mode = int(params["dir_mode"], 8)
@@ -301,25 +350,40 @@ class Stager:
             "allow_patterns": sorted(params["allow_patterns"]),
             "ignore_patterns": sorted(params["ignore_patterns"]),
         }
+        self.lock = None
+        if params["lock"] is not None:
+            self.lock = lock_files(params["lock"], params["repo_id"], params["revision"])
+            if params["source"] != "hub" and not COMMIT_RE.match(params["revision"]):
+                raise WeightsError("lock: a lock file pins a commit, so revision must be that commit, not %r"
+                                   % params["revision"])
+        self.lock_fd = None
+        # Inodes hashed and found good (or bad) in this run: a hard link shares its inode's fate.
+        self.good_inodes = set()
+        self.bad_inodes = set()
         self.fetched_bytes = 0
         self.bytes_lock = threading.Lock()
         self.result = {
             "changed": False, "path": self.dest, "revision": params["revision"], "commit": None,
             "fetched_files": [], "fetched_bytes": 0, "linked_files": 0, "repaired": [],
+            "digest_source": "lock" if self.lock else "source",
         }
+
+    def move(self, src, dest):
+        self.module.atomic_move(src, dest)
 
     # ----------------------------------------------------------------- sources
 
     def is_pinned_commit(self):
         return bool(COMMIT_RE.match(self.params["revision"]))
 
-    def hub_env(self, hf_home):
-        return helper_environment(os.environ, self.params["hub_endpoint"], self.params["hub_token"], hf_home,
-                                  self.params["ca_file"])
+    def hub_env(self):
+        return helper_environment(os.environ, self.params["hub_endpoint"], self.params["hub_token"],
+                                  os.path.join(self.revs, ".hf-home"), self.params["ca_file"], self.params["timeout"])
 
     def hub_request(self, command, **request):
-        request.update(command=command, repo_id=self.params["repo_id"])
-        return run_helper(self.params["hub_python"], request, self.hub_env(os.path.join(self.revs, ".hf-home")))
+        request.update(command=command, repo_id=self.params["repo_id"], timeout=self.params["timeout"],
+                       retries=self.params["retries"])
+        return run_helper(self.params["hub_python"], request, self.hub_env(), self.lock_fd)
 
     def hub_list(self):
         answer = self.hub_request("list", revision=self.params["revision"], is_commit=self.is_pinned_commit(),
@@ -331,21 +395,36 @@ class Stager:
         base = "%s/%s/%s" % (self.params["mirror_url"].rstrip("/"), self.params["repo_id"], self.params["revision"])
         return HttpSource(base, timeout=self.params["timeout"], ca_file=self.params["ca_file"])
 
-    def manifest(self):
-        """(files, commit) of what is wanted, read from the source."""
+    def offered(self):
+        """(files, commit, where from) as the source describes them."""
         source = self.params["source"]
         if source == "hub":
-            return self.hub_list()
+            files, commit = self.hub_list()
+            return files, commit, "the hub's listing of %s at %s" % (self.params["repo_id"], commit)
         name = self.params["manifest_name"]
+        repo_id, revision = self.params["repo_id"], self.params["revision"]
         if source == "mirror":
             mirror = self.mirror_source()
-            return parse_manifest_document(mirror.read_text(name), mirror.describe(name)), None
+            origin = mirror.describe(name)
+            return parse_manifest_document(mirror.read_text(name), origin, repo_id, revision), None, origin
         root = self.params["source_path"]
         manifest_path = os.path.join(root, name)
         if os.path.isfile(manifest_path):
             with open(manifest_path) as stream:
-                return parse_manifest_document(stream.read(), manifest_path), None
-        return self.hash_source_tree(root, name), None
+                return parse_manifest_document(stream.read(), manifest_path, repo_id, revision), None, manifest_path
+        return self.hash_source_tree(root, name), None, root
+
+    def wanted(self):
+        """(files, commit) to stage: the lock's digests where the site pinned them, else the source's."""
+        files, commit, origin = self.offered()
+        if self.lock is None:
+            return files, commit
+        lock_commit, locked = self.lock
+        if commit is not None and commit != lock_commit:
+            raise WeightsError("%s resolves to commit %s, the lock file pins %s"
+                               % (self.params["revision"], commit, lock_commit))
+        check_against_lock(files, locked, origin)
+        return locked, commit
 
     def hash_source_tree(self, root, manifest_name):
         """Without a manifest, the digests are taken from the source itself before copying."""
@@ -369,10 +448,14 @@ class Stager:
 
     def current_copy(self):
         if os.path.lexists(self.dest) and not os.path.islink(self.dest):
-            raise WeightsError("%s exists and is not a link: move it away (or into %s) so that it can be managed"
+            raise WeightsError("dest %s exists and is not a link: move it away (or into %s) so that it can be managed"
                                % (self.dest, self.revs))
         if not os.path.islink(self.dest):
             return None, None
+        target = os.path.normpath(os.path.join(os.path.dirname(self.dest), os.readlink(self.dest)))
+        if os.path.dirname(target) != self.revs:
+            raise WeightsError("dest %s is a link to %s, not to a copy in %s: it is not managed by this module; "
+                               "remove it first" % (self.dest, target, self.revs))
         current = os.path.realpath(self.dest)
         marker = read_json(os.path.join(current, MARKER_NAME)) if os.path.isdir(current) else None
         if not isinstance(marker, dict) or not isinstance(marker.get("files"), dict):
@@ -381,6 +464,17 @@ class Stager:
 
     def same_identity(self, marker):
         return all(marker.get(key) == value for key, value in self.identity.items())
+
+    def matches_lock(self, marker):
+        """A copy staged without the lock (or for another one) is checked against the source again."""
+        if self.lock is None:
+            return True
+        lock_commit, locked = self.lock
+        if marker.get("commit") not in (None, lock_commit):
+            return False
+        recorded = marker["files"]
+        return set(recorded) == set(locked) and all(
+            digest_key(recorded[path]) == digest_key(entry) for path, entry in locked.items())
 
     # ----------------------------------------------------------------- validation
 
@@ -408,33 +502,56 @@ class Stager:
 
     def run(self):
         current, marker = self.current_copy()
-        if marker is not None and self.same_identity(marker):
+        if marker is not None and self.same_identity(marker) and self.matches_lock(marker):
             files = dict((path, dict(entry)) for path, entry in marker["files"].items())
             commit = marker.get("commit")
+            self.result["digest_source"] = marker.get("digest_source", "source")
             moved = (self.params["source"] == "hub" and not self.is_pinned_commit()
                      and self.hub_request("resolve", revision=self.params["revision"])["commit"] != commit)
             if moved:
-                files, commit = self.hub_list()
+                files, commit = self.wanted()
             else:
-                bad = quick_check(current, marker, self.params["verify"] == "full", self.workers)
+                verify_all = self.params["verify"] == "full"
+                bad, refreshed = quick_check(current, marker, verify_all, self.workers)
+                if verify_all:
+                    self.note_inodes(current, [path for path in files if path not in bad], True)
+                self.note_inodes(current, bad, False)
                 if not bad:
-                    return self.keep(current, marker)
+                    return self.keep(current, marker, refreshed)
                 self.result["repaired"] = bad
         elif self.module.check_mode:
             # Fetching the manifest could need a client that is only going to be installed.
             self.result.update(changed=True, revision_dir=None)
             return self.result
         else:
-            files, commit = self.manifest()
+            files, commit = self.wanted()
         return self.stage(files, commit, current)
 
-    def keep(self, current, marker):
-        """The current copy is the wanted one and intact: fix ownership if needed, report."""
+    def note_inodes(self, root, paths, good):
+        for path in paths:
+            try:
+                stat = os.stat(os.path.join(root, path))
+            except OSError:
+                continue
+            (self.good_inodes if good else self.bad_inodes).add((stat.st_dev, stat.st_ino))
+
+    def keep(self, current, marker, refreshed):
+        """The current copy is the wanted one and intact: fix ownership if needed, record the new
+        times of files that were touched but still match (so they are not hashed again), report."""
         self.result.update(self.validate(current))
         changed = apply_tree_ownership(current, self.uid, self.gid, self.dir_mode, self.file_mode,
                                        dry_run=self.module.check_mode)
+        if refreshed and not self.module.check_mode:
+            for path, state in refreshed.items():
+                marker["files"][path].update(state)
+            self.write_marker(current, marker)
         self.result.update(self.summary(current, marker), changed=changed)
         return self.result
+
+    def write_marker(self, root, marker):
+        path = os.path.join(root, MARKER_NAME)
+        write_json_atomic(path, marker, self.file_mode, self.move)
+        apply_ownership(path, self.uid, self.gid, self.file_mode)
 
     def summary(self, root, marker):
         files = marker["files"]
@@ -450,6 +567,7 @@ class Stager:
         self.make_dir(self.revs)
         with open(os.path.join(self.revs, ".lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
+            self.lock_fd = lock.fileno()
             self.make_dir(staging)
             self.fill(staging, files, commit, current)
             self.result.update(self.validate(staging))
@@ -470,21 +588,39 @@ class Stager:
             if os.path.isdir(full) and isinstance(marker, dict) and isinstance(marker.get("files"), dict):
                 yield full, marker
 
-    def donors(self, current):
-        """digest -> path of files in verified copies that still match their markers."""
-        damaged = set(self.result["repaired"])
+    def donors(self):
+        """(algo, digest, size) -> [(path, inode)] of files in verified copies that still match
+        their markers by size and time; the damaged files' inodes are left out."""
         donors = {}
         for root, marker in self.verified_copies():
             for path, recorded in marker["files"].items():
                 full = os.path.join(root, path)
-                if (root == current and path in damaged) or not os.path.isfile(full):
+                try:
+                    stat = os.stat(full)
+                except OSError:
                     continue
-                if file_state(full) == {"size": recorded["size"], "mtime_ns": recorded.get("mtime_ns")}:
-                    donors[recorded["digest"]] = full
+                inode = (stat.st_dev, stat.st_ino)
+                if inode not in self.bad_inodes and (stat.st_size, stat.st_mtime_ns) == (
+                        recorded["size"], recorded.get("mtime_ns")):
+                    donors.setdefault(digest_key(recorded), []).append((full, inode))
         return donors
 
+    def sound_donor(self, candidates, entry):
+        """A donor to link: with verify full, one whose content was hashed (here or earlier in
+        this run) and matched; a hard link of damaged data must not "repair" anything."""
+        for full, inode in candidates:
+            if inode in self.bad_inodes:
+                continue
+            if self.params["verify"] == "full" and inode not in self.good_inodes:
+                good = file_digest(full, entry["algo"]) == entry["digest"]
+                (self.good_inodes if good else self.bad_inodes).add(inode)
+                if not good:
+                    continue
+            return full
+        return None
+
     def fill(self, staging, files, commit, current):
-        journal = Journal(staging)
+        journal = Journal(staging, self.move)
         pending = [path for path in sorted(files) if not journal.trusted(staging, path, files[path])]
         present = [path for path in pending if os.path.isfile(os.path.join(staging, path))]
         mismatched = set(verify_files(staging, files, present, self.workers))
@@ -495,10 +631,10 @@ class Stager:
                 self.finish_file(staging, path, files[path], journal)
         pending = [path for path in pending if path not in present or path in mismatched]
 
-        donors = self.donors(current)
+        donors = self.donors()
         to_fetch = []
         for path in pending:
-            donor = donors.get(files[path]["digest"])
+            donor = self.sound_donor(donors.get(digest_key(files[path]), []), files[path])
             if donor is None or not self.link(donor, os.path.join(staging, path)):
                 to_fetch.append(path)
                 continue
@@ -545,49 +681,46 @@ class Stager:
             self.fetched_bytes += count
 
     def fetch_with_transfers(self, staging, files, to_fetch, journal):
-        if self.params["source"] == "mirror":
-            source = self.mirror_source()
-        else:
-            source = PathSource(self.params["source_path"])
+        mirror = self.mirror_source() if self.params["source"] == "mirror" else None
 
         def fetch(path):
             full = os.path.join(staging, path)
             parent = os.path.dirname(full)
             if not os.path.isdir(parent):
                 os.makedirs(parent)
-            transfer(source, path, full + ".part", files[path], self.params["retries"], self.count_bytes)
+            if mirror is not None:
+                transfer(mirror, path, full + ".part", files[path], self.params["retries"], self.count_bytes)
+            else:
+                copy_local(os.path.join(self.params["source_path"], path), full + ".part", files[path],
+                           self.params["link_mode"], self.count_bytes)
             os.replace(full + ".part", full)
             self.finish_file(staging, path, files[path], journal)
 
         return self.collect(parallel_map(fetch, to_fetch, self.workers))
 
     def fetch_from_hub(self, staging, files, commit, to_fetch, journal):
+        """The helper downloads into <staging>/<path>.part (kept for the next run when cut), hashing
+        while it writes; only its digests are compared here, nothing is read twice."""
         if not to_fetch:
             return {}
-        before = self.partial_hub_bytes(staging)
-        answer = run_helper(self.params["hub_python"], {
-            "command": "fetch", "repo_id": self.params["repo_id"], "commit": commit, "files": to_fetch,
-            "local_dir": staging, "workers": self.workers,
-        }, self.hub_env(os.path.join(staging, HUB_LOCAL_CACHE, "hf-home")))
-        errors = dict(answer["errors"])
-        fetched = [path for path in to_fetch if path not in errors]
-        self.count_bytes(max(0, sum(files[path]["size"] for path in fetched) - before))
-        for path in verify_files(staging, files, fetched, self.workers):
-            os.unlink(os.path.join(staging, path))
-            errors[path] = "%s does not match the hub's %s" % (path, files[path]["algo"])
-        for path in fetched:
-            if path not in errors:
+        answer = self.hub_request("fetch", commit=commit, local_dir=staging, workers=self.workers, files=[
+            dict(files[path], path=path) for path in to_fetch])
+        errors = {}
+        for path in to_fetch:
+            done = answer["files"].get(path) or {"error": "the hub client gave no answer", "read": 0}
+            self.count_bytes(done.get("read", 0))
+            full = os.path.join(staging, path)
+            if done.get("error"):
+                errors[path] = done["error"]
+            elif done["size"] != files[path]["size"] or done["digest"] != files[path]["digest"]:
+                os.unlink(full + ".part")
+                errors[path] = "%s %s does not match the expected %s" % (files[path]["algo"], done["digest"],
+                                                                         files[path]["digest"])
+            else:
+                os.replace(full + ".part", full)
                 self.finish_file(staging, path, files[path], journal)
                 self.result["fetched_files"].append(path)
         return errors
-
-    @staticmethod
-    def partial_hub_bytes(staging):
-        """Bytes huggingface_hub already holds in .incomplete files: resumed, so not read again."""
-        total = 0
-        for base, _dirs, names in os.walk(os.path.join(staging, HUB_LOCAL_CACHE, "huggingface", "download")):
-            total += sum(os.path.getsize(os.path.join(base, name)) for name in names if name.endswith(".incomplete"))
-        return total
 
     def collect(self, results):
         errors = {}
@@ -603,8 +736,7 @@ class Stager:
         journal.record(staging, path, entry)
 
     def remove_strays(self, staging, files):
-        """Leave exactly the manifest's files: client caches and leftovers of earlier attempts go."""
-        shutil.rmtree(os.path.join(staging, HUB_LOCAL_CACHE), ignore_errors=True)
+        """Leave exactly the manifest's files: leftovers of earlier attempts go."""
         for base, dirs, names in os.walk(staging, topdown=False):
             for name in names:
                 full = os.path.join(base, name)
@@ -619,14 +751,13 @@ class Stager:
     def publish(self, staging, files, commit):
         """Write the marker, move the copy into place, switch the link, prune old copies."""
         journal = Journal(staging)
-        marker = dict(self.identity, commit=commit,
+        marker = dict(self.identity, commit=commit, digest_source=self.result["digest_source"],
                       verified_at=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
                       files={})
         for path, entry in files.items():
             marker["files"][path] = dict(entry, mtime_ns=journal.entries[path]["mtime_ns"])
         apply_tree_ownership(staging, self.uid, self.gid, self.dir_mode, self.file_mode)
-        write_json_atomic(os.path.join(staging, MARKER_NAME), marker, self.file_mode)
-        apply_ownership(os.path.join(staging, MARKER_NAME), self.uid, self.gid, self.file_mode)
+        self.write_marker(staging, marker)
         os.unlink(journal.path)
         base = os.path.join(self.revs, safe_name(commit or self.params["revision"]))
         final, counter = base, 1
@@ -638,6 +769,9 @@ class Stager:
         switch_link(self.dest, os.path.relpath(final, os.path.dirname(self.dest)))
         self.prune(final, marker)
         self.result.update(self.summary(final, marker))
+        if self.lock is None:
+            self.module.warn("%s: the expected digests came from the source itself (%s); pin them with a lock file "
+                             "(option lock)" % (self.dest, self.params["source"]))
         return final
 
     def prune(self, final, marker):
@@ -659,15 +793,37 @@ class Stager:
             shutil.rmtree(full)
 
 
+def check_params(params):
+    """Refuse bad input before anything is read or written, naming the option."""
+    dest = params["dest"]
+    if not dest.startswith("/") or os.path.normpath(dest) != dest or dest == "/":
+        raise WeightsError("dest %r must be an absolute, normalised path (no '~', '..', '.' or trailing '/')" % dest)
+    if params["repo_id"] is not None:
+        check_repo_id(params["repo_id"])
+    check_revision(params["revision"])
+    if params["source"] == "mirror":
+        check_url(params["mirror_url"], "mirror_url")
+    if params["source"] == "path" and not os.path.isabs(params["source_path"]):
+        raise WeightsError("source_path %r must be an absolute path" % params["source_path"])
+    for name in ("dir_mode", "file_mode"):
+        if not re.match(r"^0?[0-7]{3,4}$", params[name]):
+            raise WeightsError("%s must be an octal mode such as 0755, not %r" % (name, params[name]))
+    for name, least in (("workers", 1), ("timeout", 1), ("retries", 0), ("keep_previous", 0), ("reserve_bytes", 0)):
+        if params[name] < least:
+            raise WeightsError("%s must be at least %d, not %d" % (name, least, params[name]))
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            dest=dict(type="path", required=True),
+            dest=dict(type="str", required=True),
             source=dict(type="str", required=True, choices=["hub", "mirror", "path"]),
             repo_id=dict(type="str"),
             revision=dict(type="str", required=True),
+            lock=dict(type="dict"),
             mirror_url=dict(type="str"),
             source_path=dict(type="path"),
+            link_mode=dict(type="str", default="copy", choices=list(LINK_MODES)),
             manifest_name=dict(type="str", default="manifest.json"),
             allow_patterns=dict(type="list", elements="str", default=[]),
             ignore_patterns=dict(type="list", elements="str", default=[]),
@@ -695,9 +851,10 @@ def main():
         ],
         supports_check_mode=True,
     )
-    for name in ("dir_mode", "file_mode"):
-        if not re.match(r"^0?[0-7]{3,4}$", module.params[name]):
-            module.fail_json(msg="%s must be an octal mode such as 0755, not %r" % (name, module.params[name]))
+    try:
+        check_params(module.params)
+    except WeightsError as exc:
+        module.fail_json(msg=mask_secrets(str(exc)))
     for name, lookup in (("owner", pwd.getpwnam), ("group", grp.getgrnam)):
         try:
             lookup(module.params[name])
@@ -706,11 +863,14 @@ def main():
                 # A check run on a host where the account is only going to be created.
                 module.exit_json(changed=True, msg="%s %s does not exist yet" % (name, module.params[name]))
             module.fail_json(msg="%s %r does not exist on this host" % (name, module.params[name]))
-    stager = Stager(module)
+    try:
+        stager = Stager(module)
+    except WeightsError as exc:
+        module.fail_json(msg=mask_secrets(str(exc)))
     try:
         result = stager.run()
     except WeightsError as exc:
-        module.fail_json(msg=str(exc), **stager.result)
+        module.fail_json(msg=mask_secrets(str(exc)), **stager.result)
     module.exit_json(**result)
 
 

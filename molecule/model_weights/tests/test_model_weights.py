@@ -1,6 +1,7 @@
 """Fresh stage from the hub double and the mirror, then a no-op rerun that transferred nothing."""
 import hashlib
 import json
+import pathlib
 
 import pytest
 
@@ -45,6 +46,17 @@ def test_no_staging_leftovers_or_client_caches(host):
         assert not host.file(f"{path}/.cache").exists
 
 
+def test_every_file_matches_the_lab_lock_file(host):
+    # The lock files on the controller are the truth here, not what the doubles served.
+    lock_dir = pathlib.Path(__file__).resolve().parents[3] / "inventories/lab/group_vars/pro6000"
+    for (_repo, _commit, path), name in ((TARGET, "target"), (DRAFTER, "drafter")):
+        lock = json.loads((lock_dir / f"model_weights_{name}_lock.json").read_text())[f"model_weights_{name}_lock"]
+        marker = json.loads(host.file(f"{path}/.model_weights.json").content_string)
+        assert marker["digest_source"] == "lock" and sorted(marker["files"]) == sorted(f["path"] for f in lock["files"])
+        for entry in lock["files"]:
+            assert host.check_output(f"sha256sum {path}/{entry['path']}").split()[0] == entry["sha256"]
+
+
 def test_hub_client_was_installed_from_the_local_index_at_the_pinned_version(host):
     version = host.check_output("/opt/pro6000/model-weights-venv/bin/python -c "
                                 "'import huggingface_hub; print(huggingface_hub.__version__)'")
@@ -85,3 +97,4 @@ def test_facts_record_paths_revisions_and_the_drafter_config(host):
     assert drafter["dflash"]["target_layer_ids"] == [1, 16, 31, 46, 61]
     assert drafter["dflash"]["mask_token_id"] == 248077
     assert target["verified_at"] and drafter["verified_at"]
+    assert target["digest_source"] == drafter["digest_source"] == "lock"

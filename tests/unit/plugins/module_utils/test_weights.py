@@ -1,7 +1,11 @@
 """Manifests, digests, resumable transfers, markers and config checks of _weights."""
+import errno
 import hashlib
+import http.server
 import io
+import json
 import os
+import threading
 
 import pytest
 
@@ -97,8 +101,8 @@ def test_transfer_gives_up_after_the_retries_and_keeps_the_partial_file(tmp_path
     monkeypatch.setattr(w.time, "sleep", lambda s: None)
     data = os.urandom(1000)
     part = tmp_path / "f.part"
-    with pytest.raises(w.WeightsError, match="connection ended at byte 100 of 1000"):
-        w.transfer(FlakySource(data, [100, 0]), "f", str(part), entry(data), 1, lambda n: None)
+    with pytest.raises(w.WeightsError, match="2 attempt.* connection ended at byte 100 of 1000"):
+        w.transfer(FlakySource(data, [100, 0, 0]), "f", str(part), entry(data), 1, lambda n: None)
     assert part.read_bytes() == data[:100]
 
 
@@ -126,7 +130,7 @@ def test_transfer_starts_over_when_the_server_ignores_range(tmp_path):
     assert part.read_bytes() == data
 
 
-def test_quick_check_hashes_only_touched_files(tmp_path, monkeypatch):
+def test_quick_check_hashes_only_touched_files_and_reports_their_new_times(tmp_path, monkeypatch):
     for name in ("a", "b", "c"):
         (tmp_path / name).write_bytes(name.encode() * 10)
     marker = {"files": {name: dict(entry(name.encode() * 10), **w.file_state(str(tmp_path / name)))
@@ -134,15 +138,16 @@ def test_quick_check_hashes_only_touched_files(tmp_path, monkeypatch):
     hashed = []
     real = w.file_digest
     monkeypatch.setattr(w, "file_digest", lambda path, algo: hashed.append(os.path.basename(path)) or real(path, algo))
-    assert w.quick_check(str(tmp_path), marker, False, 2) == []
+    assert w.quick_check(str(tmp_path), marker, False, 2) == ([], {})
     assert hashed == []
     (tmp_path / "b").write_bytes(b"B" * 10)          # same size, new content and mtime
     (tmp_path / "c").unlink()
-    assert w.quick_check(str(tmp_path), marker, False, 2) == ["b", "c"]
+    assert w.quick_check(str(tmp_path), marker, False, 2) == (["b", "c"], {})
     assert hashed == ["b"]
     hashed.clear()
     os.utime(tmp_path / "a", ns=(1, 1))               # touched but identical: hashed, still good
-    assert w.quick_check(str(tmp_path), marker, False, 2) == ["b", "c"]
+    bad, refreshed = w.quick_check(str(tmp_path), marker, False, 2)
+    assert bad == ["b", "c"] and refreshed == {"a": {"size": 10, "mtime_ns": 1}}
     assert sorted(hashed) == ["a", "b"]
     hashed.clear()
     w.quick_check(str(tmp_path), marker, True, 2)
@@ -227,3 +232,190 @@ def test_load_config_names_the_file_when_it_is_not_json(tmp_path):
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(w.WeightsError, match="config.json is not valid JSON"):
         w.load_config(str(tmp_path))
+
+
+def test_the_retry_budget_starts_again_after_each_attempt_that_made_progress(tmp_path, monkeypatch):
+    monkeypatch.setattr(w.time, "sleep", lambda s: None)
+    data = os.urandom(1000)
+    source = FlakySource(data, [100, 100, 100, 100])
+    part = tmp_path / "f.part"
+    assert w.transfer(source, "f", str(part), entry(data), 1, lambda n: None) == 1000
+    assert source.opened_at == [0, 100, 200, 300, 400]
+
+
+def test_a_client_error_is_not_retried(tmp_path, monkeypatch):
+    monkeypatch.setattr(w.time, "sleep", lambda s: None)
+
+    class Gone(FlakySource):
+        def open_at(self, path, offset):
+            self.opened_at.append(offset)
+            raise w.PermanentError("GET f answered HTTP 404 Not Found")
+
+    source = Gone(b"x", [])
+    with pytest.raises(w.PermanentError, match="404"):
+        w.transfer(source, "f", str(tmp_path / "f.part"), entry(b"x"), 3, lambda n: None)
+    assert source.opened_at == [0]
+
+
+def test_short_writes_are_continued_until_every_byte_is_on_disk(tmp_path, monkeypatch):
+    real = os.pwrite
+    monkeypatch.setattr(w.os, "pwrite", lambda fd, data, offset: real(fd, bytes(data[:1000]), offset))
+    data = os.urandom(w.CHUNK + 4321)
+    part = tmp_path / "f.part"
+    w.transfer(FlakySource(data, []), "f", str(part), entry(data), 0, lambda n: None)
+    assert part.read_bytes() == data
+
+
+def test_a_file_that_ends_short_on_disk_is_not_reported_complete(tmp_path, monkeypatch):
+    real = os.pwrite
+
+    def losing(fd, data, offset):
+        """A file system that acknowledges bytes past 500 and loses them."""
+        if offset > 500:
+            return len(data)
+        return real(fd, bytes(data[:501 - offset]), offset)
+
+    monkeypatch.setattr(w.os, "pwrite", losing)
+    data = os.urandom(1000)
+    with pytest.raises(w.WeightsError, match="501 bytes on disk after the transfer, 1000 expected"):
+        w.transfer(FlakySource(data, []), "f", str(tmp_path / "f.part"), entry(data), 0, lambda n: None)
+
+
+@pytest.mark.parametrize("mode", ["copy", "reflink", "hardlink"])
+def test_copy_local_copies_checks_the_digest_and_resumes(tmp_path, mode):
+    data = os.urandom(3 * w.CHUNK + 17)
+    src = tmp_path / "src"
+    src.write_bytes(data)
+    part = tmp_path / "dst.part"
+    part.write_bytes(data[:w.CHUNK + 5])              # left by an earlier run
+    counted = []
+    used = w.copy_local(str(src), str(part), entry(data), mode, counted.append)
+    assert part.read_bytes() == data
+    assert used in ("copy", mode)
+    if used == "hardlink":
+        assert os.stat(src).st_ino == os.stat(part).st_ino
+    else:
+        assert sum(counted) == len(data) - (w.CHUNK + 5)
+    with pytest.raises(w.PermanentError, match="does not match"):
+        w.copy_local(str(src), str(tmp_path / "other.part"), dict(entry(data), digest="0" * 64), mode, counted.append)
+    assert not (tmp_path / "other.part").exists()
+
+
+def test_copy_local_falls_back_to_sendfile_where_copy_file_range_is_refused(tmp_path, monkeypatch):
+    def refuse(*args):
+        raise OSError(errno.EXDEV, "cross-device")
+
+    monkeypatch.setattr(w.os, "copy_file_range", refuse)
+    data = os.urandom(100000)
+    (tmp_path / "src").write_bytes(data)
+    w.copy_local(str(tmp_path / "src"), str(tmp_path / "dst.part"), entry(data), "copy", lambda n: None)
+    assert (tmp_path / "dst.part").read_bytes() == data
+
+
+def test_signed_urls_lose_their_query_strings():
+    text = "404 for url 'https://cdn.example/blob/abc?name=x&sig=SECRET&X-Amz-Signature=S2' then http://h/p"
+    masked = w.mask_secrets(text)
+    assert "SECRET" not in masked and "S2" not in masked and "sig=" not in masked
+    assert "https://cdn.example/blob/abc?<query hidden>" in masked and masked.endswith("http://h/p")
+
+
+@pytest.mark.parametrize("repo_id", ["Qwen/Qwen3.6-27B", "gpt2", "z-lab/Qwen3.6-27B-DFlash", "a_b/c.d"])
+def test_hub_repository_ids_are_accepted(repo_id):
+    assert w.check_repo_id(repo_id) == repo_id
+
+
+@pytest.mark.parametrize("repo_id", ["../..", "a/../b", "a/b/c", "a//b", "-a/b", "a/b.", "a--b/c", "a/b.git",
+                                     "/a/b", "a/b ", "", "a/" + "b" * 97])
+def test_repository_ids_outside_the_hub_syntax_are_refused(repo_id):
+    with pytest.raises(w.WeightsError, match="repo_id"):
+        w.check_repo_id(repo_id)
+
+
+@pytest.mark.parametrize("revision", ["main", "v1.0", "refs/pr/1", "0123456789abcdef0123456789abcdef01234567"])
+def test_revisions_that_are_commits_or_ref_names_are_accepted(revision):
+    assert w.check_revision(revision) == revision
+
+
+@pytest.mark.parametrize("revision", ["../..", "a/../b", "..", "a/.hidden", "/main", "main/", "a b", "x.lock",
+                                      "a@{1}", "a//b", "~1", ""])
+def test_revisions_that_could_leave_a_path_or_are_no_ref_names_are_refused(revision):
+    with pytest.raises(w.WeightsError, match="revision"):
+        w.check_revision(revision)
+
+
+@pytest.mark.parametrize("url", ["file:///etc", "ftp://mirror/models", "mirror/models", "http://", ""])
+def test_only_http_and_https_mirrors_are_accepted(url):
+    with pytest.raises(w.WeightsError, match="mirror_url .* must be an http:// or https:// URL"):
+        w.HttpSource(url)
+
+
+def test_a_redirect_to_another_scheme_is_refused():
+    class Redirect(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802  (http.server's naming)
+            self.send_response(302)
+            self.send_header("Location", "ftp://127.0.0.1/secret?sig=abc")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Redirect)
+    threading.Thread(target=server.handle_request, daemon=True).start()
+    source = w.HttpSource("http://127.0.0.1:%d/m" % server.server_port, timeout=5)
+    with pytest.raises(w.PermanentError, match=r"redirected to ftp://127.0.0.1/secret\?<query hidden>: only"):
+        source.read_text("manifest.json")
+    server.server_close()
+
+
+LOCK = {"repo_id": "org/model", "commit": "c" * 40, "files": [
+    {"path": "config.json", "size": 2, "sha256": "1" * 64}, {"path": "w.safetensors", "size": 9, "sha256": "2" * 64}]}
+
+
+def test_a_lock_file_must_be_for_the_repository_and_commit_asked_for():
+    commit, files = w.lock_files(LOCK, "org/model", "c" * 40)
+    assert commit == "c" * 40 and files["w.safetensors"] == {"size": 9, "algo": "sha256", "digest": "2" * 64}
+    with pytest.raises(w.WeightsError, match="lock file is for repository 'org/model', not 'org/other'"):
+        w.lock_files(LOCK, "org/other", "c" * 40)
+    with pytest.raises(w.WeightsError, match="pins commit c+, the revision asked for is d+"):
+        w.lock_files(LOCK, "org/model", "d" * 40)
+    with pytest.raises(w.WeightsError, match="every file needs a sha256"):
+        w.lock_files(dict(LOCK, files=[{"path": "a", "size": 1, "git_sha1": "e" * 40}]), "org/model", "c" * 40)
+
+
+def test_a_source_that_differs_from_the_lock_is_refused_naming_each_file():
+    _commit, locked = w.lock_files(LOCK, "org/model", "c" * 40)
+    blob_id = {"size": 2, "algo": "git_sha1", "digest": "f" * 40}   # a small hub file: its size is compared
+    w.check_against_lock({"config.json": blob_id, "w.safetensors": locked["w.safetensors"]}, locked, "the mirror")
+    offered = {"config.json": blob_id, "w.safetensors": {"size": 9, "algo": "sha256", "digest": "3" * 64},
+               "extra.bin": {"size": 1, "algo": "sha256", "digest": "4" * 64}}
+    with pytest.raises(w.PermanentError) as failure:
+        w.check_against_lock(offered, locked, "the mirror")
+    message = str(failure.value)
+    assert message.startswith("the mirror differs from the lock file: ")
+    assert "w.safetensors: sha256 3333" in message and "extra.bin is offered but not in the lock file" in message
+    assert "config.json" not in message
+    with pytest.raises(w.PermanentError, match="config.json: size 3, the lock file says 2"):
+        w.check_against_lock(dict(locked, **{"config.json": dict(blob_id, size=3)}), locked, "the hub")
+
+
+def test_a_manifest_for_another_repository_or_revision_is_refused():
+    text = json.dumps({"repo_id": "org/model", "revision": "c" * 40, "files": LOCK["files"]})
+    assert len(w.parse_manifest_document(text, "m", "org/model", "c" * 40)) == 2
+    with pytest.raises(w.PermanentError, match="describes revision"):
+        w.parse_manifest_document(text, "m", "org/model", "d" * 40)
+    with pytest.raises(w.PermanentError, match="describes repo_id"):
+        w.parse_manifest_document(text, "m", "org/else", "c" * 40)
+
+
+def test_json_is_written_through_the_given_move_and_leaves_no_temporary_file(tmp_path):
+    moves = []
+
+    def move(src, dest):
+        moves.append((os.path.dirname(src), dest))
+        os.replace(src, dest)
+
+    target = tmp_path / "marker.json"
+    w.write_json_atomic(str(target), {"a": 1}, 0o640, move)
+    assert json.loads(target.read_text()) == {"a": 1} and os.stat(target).st_mode & 0o777 == 0o640
+    assert moves == [(str(tmp_path), str(target))] and os.listdir(tmp_path) == ["marker.json"]

@@ -1,6 +1,7 @@
 """model_stage against the real test doubles: the HTTP mirror, a path, and the hub endpoint
 driven by the real huggingface_hub client (installed in the test virtual environment)."""
 import contextlib
+import fcntl
 import grp
 import hashlib
 import io
@@ -9,10 +10,14 @@ import os
 import pathlib
 import pwd
 import shutil
+import subprocess
 import sys
+import time
+import urllib.parse
 import urllib.request
 
 import pytest
+from ansible.module_utils.common import warnings
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.pro6000.inference.plugins.modules import model_stage
@@ -37,7 +42,7 @@ class Doubles:
         ports = [free_port(), free_port(), free_port()]
         args = type("Args", (), dict(root=str(root), wheels=None, log=str(self.log), token=TOKEN,
                                      tree_page_size=2, bind="127.0.0.1", cdn_port=ports[2]))
-        state = server.State(args)
+        self.state = state = server.State(args)
         self.servers = [server.serve(server.MirrorHandler, state, "127.0.0.1", ports[0]),
                         server.serve(server.HubHandler, state, "127.0.0.1", ports[1]),
                         server.serve(server.CdnHandler, state, "127.0.0.1", ports[2])]
@@ -45,16 +50,21 @@ class Doubles:
         self.hub = f"http://127.0.0.1:{ports[1]}"
 
     def requests(self):
+        self.state.wait_idle()
         if not self.log.exists():
             return []
         return [json.loads(line) for line in self.log.read_text().splitlines()]
 
     def clear(self):
+        self.state.wait_idle()
         self.log.write_text("")
 
-    def drop(self, match, after):
+    def control(self, name, **query):
         urllib.request.urlopen(urllib.request.Request(
-            f"{self.mirror}/_control/drop?match={match}&after={after}", method="POST")).read()
+            f"{self.mirror}/_control/{name}?{urllib.parse.urlencode(query)}", method="POST")).read()
+
+    def drop(self, match, after):
+        self.control("drop", match=match, after=after)
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +84,7 @@ def models(tmp_path, doubles):
 def run(args, check_mode=False):
     if check_mode:
         args = dict(args, _ansible_check_mode=True)
+    warnings._global_warnings.clear()  # each run in this process reports its own warnings only
     out = io.StringIO()
     with patch_module_args(args), contextlib.redirect_stdout(out), pytest.raises(SystemExit):
         model_stage.main()
@@ -96,6 +107,11 @@ def hub_args(doubles, models, label="v1", **extra):
 
 def gets(doubles, listener=None):
     return [r for r in doubles.requests() if r["method"] == "GET" and listener in (None, r["listener"])]
+
+
+def file_bytes(doubles):
+    """Bytes of file content the doubles sent (API answers left out): the truth for fetched_bytes."""
+    return sum(r["bytes"] for r in gets(doubles) if "/resolve/" in r["path"] or r["path"].startswith("/cdn/"))
 
 
 def test_mirror_stage_switches_a_link_to_a_verified_copy_and_a_rerun_sends_no_request(doubles, models):
@@ -239,12 +255,259 @@ def test_a_wrong_hub_token_fails_clearly_and_the_token_never_reaches_disk(double
             assert TOKEN.encode() not in pathlib.Path(base, name).read_bytes()
 
 
-def test_a_hub_download_cut_mid_file_is_retried_by_the_client_and_verified(doubles, models):
-    # huggingface_hub resumes from what it has written, in 10 MB chunks: a 3 MB shard cut after
-    # 0.5 MB is fetched again from its start.
+def test_a_hub_download_cut_mid_file_is_resumed_with_range_and_verified(doubles, models):
     doubles.drop("/cdn/", 500_000)
     result = run(hub_args(doubles, models, workers=1))
     assert result["changed"] and not result.get("failed")
     cut = [r for r in gets(doubles, "cdn") if r["bytes"] == 500_000]
     assert len(cut) == 1
-    assert len([r for r in gets(doubles, "cdn") if r["path"] == cut[0]["path"]]) == 2
+    again = [r for r in gets(doubles, "cdn") if r["path"] == cut[0]["path"]]
+    assert [r["range"] for r in again] == [None, "bytes=500000-"]
+    assert result["fetched_bytes"] == file_bytes(doubles) == result["bytes"]
+
+
+HELPER = pathlib.Path(model_stage.__file__).resolve().parents[1] / "module_utils" / "_weights_hub_helper.py"
+SHARD1 = "model-00001-of-00002.safetensors"
+SHARD2 = "model-00002-of-00002.safetensors"
+
+
+def lock_of(directory, repo_id, label):
+    """The lock file, written by the documented command from a trusted copy."""
+    done = subprocess.run([sys.executable, str(HELPER), "lock", repo_id, commit(repo_id, label), "--dir",
+                           str(directory)], capture_output=True, text=True, check=True, timeout=60)
+    return json.loads(done.stdout)
+
+
+def genuine(doubles, repo_id=TARGET, label="v1"):
+    return doubles.root / "mirror" / repo_id / commit(repo_id, label)
+
+
+def tampered_mirror(doubles, name):
+    """A mirror under <mirror>/<name>/ whose v1 has one shard altered and its manifest regenerated."""
+    source = genuine(doubles)
+    tree = doubles.root / "mirror" / name / TARGET / commit(TARGET, "v1")
+    tree.mkdir(parents=True)
+    for item in source.iterdir():
+        os.link(item, tree / item.name)
+    (tree / SHARD2).unlink()
+    data = bytearray((source / SHARD2).read_bytes())
+    data[4096] ^= 0xFF
+    (tree / SHARD2).write_bytes(bytes(data))
+    manifest = json.loads((source / "manifest.json").read_text())
+    for entry in manifest["files"]:
+        if entry["path"] == SHARD2:
+            entry["sha256"] = hashlib.sha256(data).hexdigest()
+    (tree / "manifest.json").unlink()
+    (tree / "manifest.json").write_text(json.dumps(manifest))
+    return f"{doubles.mirror}/{name}"
+
+
+def test_a_tampered_mirror_fails_against_the_lock_before_the_switch_naming_the_file(doubles, models):
+    lock = lock_of(genuine(doubles), TARGET, "v1")
+    url = tampered_mirror(doubles, "tampered")
+    serving = run(mirror_args(doubles, models, label="v2"))
+    doubles.clear()
+    failed = run(mirror_args(doubles, models, mirror_url=url, lock=lock))
+    assert failed["failed"] and "differs from the lock file" in failed["msg"]
+    assert f"{SHARD2}: sha256 " in failed["msg"] and SHARD1 not in failed["msg"]
+    assert os.path.realpath(models / "Qwen3.6-27B") == serving["revision_dir"]
+    assert [r["path"].rsplit("/", 1)[1] for r in doubles.requests()] == ["manifest.json"]
+    # The same mirror without a lock file: staged, and the result says whom it trusted.
+    unpinned = run(mirror_args(doubles, models, mirror_url=url, dest=str(models / "unpinned")))
+    assert unpinned["changed"] and unpinned["digest_source"] == "source"
+    assert "came from the source itself" in json.dumps(unpinned["warnings"])
+
+
+def test_bytes_that_differ_from_the_lock_fail_even_when_the_manifest_agrees(doubles, models):
+    lock = lock_of(genuine(doubles), TARGET, "v1")
+    forged = dict(lock, files=[dict(entry, sha256="0" * 64) if entry["path"] == SHARD1 else entry
+                               for entry in lock["files"]])
+    tree = doubles.root / "mirror" / "forged" / TARGET / commit(TARGET, "v1")
+    tree.mkdir(parents=True)
+    for item in genuine(doubles).iterdir():
+        os.link(item, tree / item.name)
+    manifest = json.loads((tree / "manifest.json").read_text())
+    for entry in manifest["files"]:
+        if entry["path"] == SHARD1:
+            entry["sha256"] = "0" * 64
+    (tree / "manifest.json").unlink()
+    (tree / "manifest.json").write_text(json.dumps(manifest))
+    failed = run(mirror_args(doubles, models, mirror_url=f"{doubles.mirror}/forged", lock=forged))
+    assert failed["failed"] and f"{SHARD1}: sha256 " in failed["msg"] and "does not match the expected 0000" in failed["msg"]
+    assert not (models / "Qwen3.6-27B").exists()
+
+
+def test_a_lock_pins_every_hub_file_by_sha256_and_a_moved_branch_is_refused(doubles, models):
+    lock = lock_of(genuine(doubles, label="v2"), TARGET, "v2")
+    result = run(hub_args(doubles, models, label="v2", lock=lock))
+    assert result["changed"] and result["digest_source"] == "lock" and not result.get("warnings")
+    marker = json.loads((models / "Qwen3.6-27B" / ".model_weights.json").read_text())
+    assert {entry["algo"] for entry in marker["files"].values()} == {"sha256"}
+    doubles.clear()
+    assert not run(hub_args(doubles, models, label="v2", lock=lock))["changed"] and doubles.requests() == []
+    moved = run(hub_args(doubles, models, revision="main", lock=lock_of(genuine(doubles), TARGET, "v1"),
+                         dest=str(models / "floating")))
+    assert moved["failed"] and f"main resolves to commit {commit(TARGET, 'v2')}, the lock file pins" in moved["msg"]
+
+
+def test_full_verify_does_not_repair_a_file_from_a_hard_link_of_the_same_damage(doubles, models):
+    run(mirror_args(doubles, models))
+    run(mirror_args(doubles, models, label="v2"))
+    live = models / "Qwen3.6-27B" / "tokenizer.json"   # shared by v1 and v2 through a hard link
+    before = os.stat(live)
+    data = bytearray(live.read_bytes())
+    data[3] ^= 0x01
+    with open(live, "r+b") as stream:
+        stream.write(bytes(data))
+    os.utime(live, ns=(before.st_atime_ns, before.st_mtime_ns))
+    doubles.clear()
+    result = run(mirror_args(doubles, models, label="v2", verify="full"))
+    assert result["repaired"] == ["tokenizer.json"]
+    assert [r["path"].rsplit("/", 1)[1] for r in gets(doubles)] == ["tokenizer.json"]
+    manifest = json.loads((genuine(doubles, label="v2") / "manifest.json").read_text())
+    wanted = [entry["sha256"] for entry in manifest["files"] if entry["path"] == "tokenizer.json"][0]
+    assert hashlib.sha256((models / "Qwen3.6-27B" / "tokenizer.json").read_bytes()).hexdigest() == wanted
+
+
+def test_a_touched_but_intact_file_is_hashed_once_not_on_every_run(doubles, models, monkeypatch):
+    from ansible_collections.pro6000.inference.plugins.module_utils import _weights
+    first = run(mirror_args(doubles, models))
+    os.utime(models / "Qwen3.6-27B" / SHARD1, ns=(1, 1))
+    hashed = []
+    real = _weights.file_digest
+    monkeypatch.setattr(_weights, "file_digest", lambda path, algo: hashed.append(path) or real(path, algo))
+    again = run(mirror_args(doubles, models))
+    assert not again["changed"] and again["repaired"] == [] and len(hashed) == 1
+    hashed.clear()
+    assert not run(mirror_args(doubles, models))["changed"] and hashed == []
+    assert again["verified_at"] == first["verified_at"]
+
+
+def test_a_client_error_from_the_mirror_is_not_retried(doubles, models):
+    doubles.control("fail", match=SHARD1, status=404, count=1)
+    result = run(mirror_args(doubles, models, retries=3))
+    assert result["failed"] and "HTTP 404" in result["msg"]
+    assert len([r for r in gets(doubles) if SHARD1 in r["path"]]) == 1
+
+
+def test_a_hub_client_error_is_not_retried_and_its_signed_url_stays_out_of_the_output(doubles, models):
+    doubles.control("fail", match=f"name={SHARD1}", status=404, count=1)
+    result = run(hub_args(doubles, models, retries=3))
+    assert result["failed"] and "404" in result["msg"]
+    assert "sig=" not in json.dumps(result) and "?<query hidden>" in result["msg"]
+    assert len([r for r in gets(doubles, "cdn") if r["status"] == 404]) == 1
+    assert len(gets(doubles, "cdn")) == 2  # the other shard only, once
+
+
+def test_the_hub_client_gets_the_modules_timeout_and_retries(doubles, models):
+    doubles.control("stall", match=f"name={SHARD1}", seconds=4)
+    started = time.monotonic()
+    result = run(hub_args(doubles, models, timeout=1, retries=0))
+    assert result["failed"] and "giving up after 1 attempt(s) without progress" in result["msg"]
+    assert "Timeout" in result["msg"] and time.monotonic() - started < 4
+
+
+def start_module(args, workdir):
+    args_file = workdir / "args.json"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    env = dict(os.environ, PYTHONPATH=str(FIXTURES.parents[1] / "collections"))
+    return subprocess.Popen([sys.executable, model_stage.__file__, str(args_file)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def descendants(pid):
+    children = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as stream:
+                fields = stream.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as stream:
+            return stream.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_for(condition, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def test_a_killed_hub_run_takes_its_helper_along_and_the_next_run_resumes_the_file(doubles, models, tmp_path):
+    doubles.control("slow", match=f"name={SHARD1}", rate=1_000_000)
+    args = hub_args(doubles, models)
+    part = models / "Qwen3.6-27B.revs" / f".staging-{commit(TARGET, 'v1')}" / f"{SHARD1}.part"
+    module = start_module(args, tmp_path)
+    try:
+        assert wait_for(lambda: part.exists() and part.stat().st_size > 300_000, 20)
+        helpers = descendants(module.pid)
+        assert helpers
+        module.kill()
+        module.wait(5)
+        assert wait_for(lambda: not any(alive(pid) for pid in helpers), 5), "the hub helper outlived the module"
+    finally:
+        module.kill()
+        doubles.control("slow", rate=0)
+    with open(models / "Qwen3.6-27B.revs" / ".lock") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)   # nobody holds the module's lock any more
+    kept = part.stat().st_size
+    doubles.clear()
+    result = run(args)
+    assert result["changed"] and not result.get("failed")
+    shard = [r for r in gets(doubles, "cdn") if r["range"] is not None]
+    assert [r["range"] for r in shard] == [f"bytes={kept}-"]
+    assert result["fetched_bytes"] == file_bytes(doubles)
+    assert hashlib.sha256((models / "Qwen3.6-27B" / SHARD1).read_bytes()).hexdigest() == \
+        json.loads((models / "Qwen3.6-27B" / ".model_weights.json").read_text())["files"][SHARD1]["digest"]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"dest": "models/Qwen3.6-27B"}, "dest 'models/Qwen3.6-27B' must be an absolute"),
+    ({"dest": "~/Qwen3.6-27B"}, "dest '~/Qwen3.6-27B' must be an absolute"),
+    ({"dest": "/srv/models/../etc/m"}, "must be an absolute, normalised path"),
+    ({"revision": "../../etc"}, "revision '../../etc' is not a commit or a git ref name"),
+    ({"repo_id": "Qwen/../../etc", "dest": "/nonexistent/m"}, "repo_id 'Qwen/../../etc' is not a hub repository id"),
+    ({"mirror_url": "file:///srv/fixtures"}, "mirror_url 'file:///srv/fixtures' must be an http:// or https://"),
+    ({"mirror_url": "ftp://127.0.0.1/models"}, "mirror_url 'ftp://127.0.0.1/models' must be an http://"),
+    ({"workers": 0}, "workers must be at least 1"),
+])
+def test_bad_options_are_refused_by_name_before_anything_happens(doubles, models, change, message):
+    result = run(mirror_args(doubles, models, **change))
+    assert result["failed"] and message in result["msg"]
+    assert not models.exists() and doubles.requests() == []
+
+
+def test_a_link_that_points_elsewhere_is_not_replaced(doubles, models, tmp_path):
+    models.mkdir()
+    (models / "Qwen3.6-27B").symlink_to(tmp_path)
+    result = run(mirror_args(doubles, models))
+    assert result["failed"] and f"is a link to {tmp_path}, not to a copy in" in result["msg"]
+    assert os.readlink(models / "Qwen3.6-27B") == str(tmp_path)
+
+
+@pytest.mark.parametrize("mode", ["copy", "hardlink"])
+def test_path_staging_links_the_source_only_where_the_site_allows_it(doubles, models, mode):
+    source = genuine(doubles, DRAFTER)
+    args = mirror_args(doubles, models, repo_id=DRAFTER, source="path", source_path=str(source), mirror_url=None,
+                       link_mode=mode)
+    result = run(args)
+    assert result["changed"] and result["fetched_bytes"] == result["bytes"]
+    staged = models / "Qwen3.6-27B-DFlash" / "model.safetensors"
+    shared = os.stat(source / "model.safetensors").st_ino == os.stat(staged).st_ino
+    assert shared == (mode == "hardlink")
