@@ -28,16 +28,9 @@ options:
         busy host when its bytecode was not compiled at install.
     type: int
     default: 300
-attributes:
-  check_mode:
-    support: full
-    description: Runs the same read-only commands in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing, so there is nothing to show.
-  idempotent:
-    support: full
-    description: Never changes anything.
+extends_documentation_fragment:
+  - pro6000.inference.attributes
+  - pro6000.inference.attributes.read_only
 notes:
   - Options a release hides from C(--help) (old aliases such as
     C(--speculative-dflash-draft-window-size) up to 0.5.19) are listed: the parser accepts them.
