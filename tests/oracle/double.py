@@ -6,6 +6,7 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import tempfile
 
 SOURCE = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "sglang_double" / "python"
 sys.path.insert(0, str(SOURCE))
@@ -42,3 +43,18 @@ def parser_fact(site):
     printed = subprocess.run([sys.executable, "-c", describe_parser_code()], env=env,
                              check=True, capture_output=True, text=True).stdout
     return accepted(json.loads(printed))
+
+
+def parse_args(profile, argv):
+    """The double's parser at ``profile`` (its ServerArgs.add_cli_args) applied to ``argv``:
+    the namespace as a dict; argparse's refusal raises CalledProcessError (exit 2)."""
+    code = ("import argparse, json, sys\n"
+            "from sglang.srt.server_args import ServerArgs\n"
+            "parser = argparse.ArgumentParser()\n"
+            "ServerArgs.add_cli_args(parser)\n"
+            "print(json.dumps(vars(parser.parse_args(json.loads(sys.argv[1])))))\n")
+    with tempfile.TemporaryDirectory() as scratch:
+        env = {"PYTHONPATH": str(install(profile, scratch)), "PYTHONWARNINGS": "ignore"}
+        done = subprocess.run([sys.executable, "-c", code, json.dumps(list(argv))], env=env,
+                              check=True, capture_output=True, text=True)
+    return json.loads(done.stdout)

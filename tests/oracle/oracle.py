@@ -38,7 +38,7 @@ report = {
     "options": sorted(o for a in shown for o in a.option_strings if o.startswith("--")),
     "hidden": sorted(o for a in parser._actions if a.help is argparse.SUPPRESS
                      for o in a.option_strings if o.startswith("--")),
-    "choices": {o: sorted(str(c) for c in a.choices) for a in shown if a.choices
+    "choices": {o: sorted(str(c) for c in a.choices) for a in parser._actions if a.choices
                 for o in a.option_strings if o.startswith("--")},
     "verdicts": [],
 }
@@ -64,7 +64,7 @@ class Verdict:
 
 def examine(release, argvs=()):
     """One run of the release's parser: {"options", "hidden", "choices"} as the parser object
-    holds them (hidden = suppressed from --help) and "verdicts": one Verdict per argv (strings,
+    holds them (hidden = suppressed from --help; choices of both) and "verdicts": one Verdict per argv (strings,
     without the program name)."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
     env.update(PYTHONWARNINGS="ignore")
@@ -76,10 +76,6 @@ def examine(release, argvs=()):
     report["verdicts"] = [Verdict(**verdict) for verdict in report["verdicts"]]
     return report
 
-
-def check(release, argvs):
-    """One Verdict per argv, in order."""
-    return examine(release, argvs)["verdicts"]
 
 
 def interpreter(release):

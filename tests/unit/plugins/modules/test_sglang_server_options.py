@@ -68,31 +68,16 @@ def misbehaving_sglang(site, server_args):
     return site
 
 
-def test_an_import_that_hangs_hits_the_timeout(tmp_path):
-    site = misbehaving_sglang(tmp_path / "hang", "import time\ntime.sleep(60)\n")
-    result = run_module(tmp_path, {"python": sys.executable, "timeout": 2}, [site])
-    assert result["failed"] is True
-    assert "took longer than 2 s" in result["msg"]
-
-
-def test_an_import_that_fails_reports_its_error(tmp_path):
-    site = misbehaving_sglang(tmp_path / "crash", "raise SystemExit('No module named torch')\n")
-    result = run_module(tmp_path, {"python": sys.executable}, [site])
-    assert result["failed"] is True
-    assert "failed with exit code 1: No module named torch" in result["msg"]
-
-
-def test_a_parser_without_options_fails_clearly(tmp_path):
-    site = misbehaving_sglang(tmp_path / "empty", "class ServerArgs:\n    @staticmethod\n"
-                                                  "    def add_cli_args(parser):\n        pass\n")
-    result = run_module(tmp_path, {"python": sys.executable}, [site])
-    assert result["failed"] is True
+@pytest.mark.parametrize("server_args, timeout, message", [
+    ("import time\ntime.sleep(60)\n", 2, "took longer than 2 s"),
+    ("raise SystemExit('No module named torch')\n", 300, "failed with exit code 1: No module named torch"),
     # argparse's own --help is all such a parser holds.
-    assert "could not read what SGLang accepts: the parser has no --model-path" in result["msg"]
-
-
-def test_output_that_is_no_report_fails_clearly(tmp_path):
-    site = misbehaving_sglang(tmp_path / "noisy", "import os\nprint('Segmentation fault')\nos._exit(0)\n")
-    result = run_module(tmp_path, {"python": sys.executable}, [site])
+    ("class ServerArgs:\n    @staticmethod\n    def add_cli_args(parser):\n        pass\n", 300,
+     "could not read what SGLang accepts: the parser has no --model-path"),
+    ("import os\nprint('Segmentation fault')\nos._exit(0)\n", 300, "printed no report: Segmentation fault"),
+], ids=["import-hangs", "import-fails", "not-sglangs-parser", "no-report"])
+def test_a_misbehaving_build_fails_clearly(tmp_path, server_args, timeout, message):
+    site = misbehaving_sglang(tmp_path / "site", server_args)
+    result = run_module(tmp_path, {"python": sys.executable, "timeout": timeout}, [site])
     assert result["failed"] is True
-    assert "printed no report: Segmentation fault" in result["msg"]
+    assert message in result["msg"]
