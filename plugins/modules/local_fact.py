@@ -49,7 +49,7 @@ notes:
   - The directory is created with mode C(0755), the file with mode C(0644). Facts are readable by
     every user of the host, so never record a secret.
   - Kept instead of M(ansible.builtin.copy) plus M(ansible.builtin.setup) with
-    C(gather_subset=[local]) because those do the same in more module runs on the host: the copy
+    C(gather_subset=[local]) because those do the same in more module runs on the host. The copy
     action runs C(stat) and then C(copy) when the content differs, C(setup) runs after it, and a
     missing C(fact_path) needs M(ansible.builtin.file) first (two to four runs, against one).
 author:

@@ -33,7 +33,7 @@ extends_documentation_fragment:
   - pro6000.inference.attributes.read_only
 notes:
   - Options a release hides from C(--help) (old aliases such as
-    C(--speculative-dflash-draft-window-size) up to 0.5.19) are listed: the parser accepts them.
+    C(--speculative-dflash-draft-window-size) up to 0.5.19) are listed, since the parser accepts them.
   - Releases up to 0.5.9 declare the speculative algorithms as choices; later ones name them in
     the option's help ("Builtins, ..."), which is where they are read from; a build with
     C(--speculative-ddtree-budget) (pull request 29907) offers C(DDTREE).

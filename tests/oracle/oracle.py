@@ -77,7 +77,6 @@ def examine(release, argvs=()):
     return report
 
 
-
 def interpreter(release):
     """Path of the release's oracle interpreter (built on first use)."""
     return str(ensure_release(release)[0])
