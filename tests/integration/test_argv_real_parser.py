@@ -142,7 +142,7 @@ def write_inventory(directory, inventory, members, models):
 
 @pytest.fixture(scope="module")
 def rendered(request, tmp_path_factory):
-    """{host: ("service", unit text) or ("refused", message)}, with the time it took."""
+    """{host: ("service", unit text) or ("refused", the role's message)} for every host of hosts()."""
     capture = request.config.pluginmanager.get_plugin("capturemanager")
 
     def report(line):  # timings go to the terminal even under output capture
