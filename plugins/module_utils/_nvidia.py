@@ -12,7 +12,6 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
-import xml.etree.ElementTree as ET
 
 NVML_MISMATCH_MARKER = "Driver/library version mismatch"
 NO_DRIVER_MARKER = "couldn't communicate with the NVIDIA driver"
@@ -117,110 +116,6 @@ def gpus_from_query(rows):
     return gpus
 
 
-def parse_smi_xml(text):
-    """Parse ``nvidia-smi -q -x`` into driver/CUDA versions and a list of GPUs."""
-    # The DOCTYPE names a DTD file that is not there; ElementTree never fetches it.
-    root = ET.fromstring(text.encode("utf-8") if isinstance(text, str) else text)
-    gpus = []
-    for position, gpu in enumerate(root.findall("gpu")):
-        gpus.append({
-            "index": position,
-            "name": gpu.findtext("product_name"),
-            "architecture": gpu.findtext("product_architecture"),
-            "uuid": gpu.findtext("uuid"),
-            "pci_bus_id": gpu.get("id") or gpu.findtext("pci/pci_bus_id"),
-            "memory_total_mib": _mib(gpu.findtext("fb_memory_usage/total")),
-            "persistence_mode": _enabled(gpu.findtext("persistence_mode")),
-            "vbios_version": gpu.findtext("vbios_version"),
-        })
-    attached = root.findtext("attached_gpus")
-    return {
-        "driver_version": root.findtext("driver_version"),
-        "cuda_version": root.findtext("cuda_version"),
-        "attached_gpus": int(attached) if attached and attached.isdigit() else len(gpus),
-        "gpus": gpus,
-    }
-
-
-def parse_smi_q_text(text):
-    """Parse ``nvidia-smi -q`` (indented "Key : value" text) into versions and GPUs."""
-    result = {"driver_version": None, "cuda_version": None, "attached_gpus": 0, "gpus": []}
-    gpu = None
-    section = []
-    for line in text.splitlines():
-        if not line.strip() or line.startswith("="):
-            continue
-        indent = len(line) - len(line.lstrip(" "))
-        gpu_header = re.match(r"^GPU ([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f])\s*$", line)
-        if gpu_header:
-            gpu = {"index": len(result["gpus"]), "pci_bus_id": gpu_header.group(1), "name": None,
-                   "architecture": None, "uuid": None, "memory_total_mib": None,
-                   "persistence_mode": None}
-            result["gpus"].append(gpu)
-            continue
-        key, sep, value = line.strip().partition(":")
-        key, value = key.strip(), value.strip()
-        if indent == 0:
-            if key == "Driver Version":
-                result["driver_version"] = value
-            elif key == "CUDA Version":
-                result["cuda_version"] = value
-            elif key == "Attached GPUs":
-                result["attached_gpus"] = int(value)
-            continue
-        if gpu is None:
-            continue
-        # Four spaces per level: level 1 is the GPU's own keys, level 2 a section's keys.
-        level = indent // 4
-        if not sep:
-            section = section[: level - 1] + [key]
-            continue
-        section = section[: level - 1]
-        if level == 1:
-            if key == "Product Name":
-                gpu["name"] = value
-            elif key == "Product Architecture":
-                gpu["architecture"] = value
-            elif key == "GPU UUID":
-                gpu["uuid"] = value
-            elif key == "Persistence Mode":
-                gpu["persistence_mode"] = _enabled(value)
-        elif section == ["FB Memory Usage"] and key == "Total":
-            gpu["memory_total_mib"] = _mib(value)
-    return result
-
-
-def parse_smi_table(text):
-    """Parse plain ``nvidia-smi``: versions from the banner and one row set per GPU."""
-    result = {"nvidia_smi_version": None, "driver_version": None, "cuda_version": None, "gpus": []}
-    banner = re.search(
-        r"NVIDIA-SMI\s+(\S+)\s+Driver Version:\s+(\S+)\s+CUDA Version:\s+(\S+)", text)
-    if banner:
-        result["nvidia_smi_version"], result["driver_version"], result["cuda_version"] = banner.groups()
-    gpu_row = re.compile(
-        r"^\|\s+(?P<index>\d+)\s+(?P<name>.+?)\s+(?P<persistence>On|Off)\s+\|\s+(?P<bus>[0-9A-Fa-f:.]+)\s+\S+\s+\|")
-    memory_row = re.compile(r"\|\s+(?P<used>\d+)MiB\s+/\s+(?P<total>\d+)MiB\s+\|")
-    pending = None
-    for line in text.splitlines():
-        match = gpu_row.match(line)
-        if match:
-            pending = {
-                "index": int(match.group("index")),
-                "name": match.group("name"),
-                "pci_bus_id": match.group("bus"),
-                "persistence_mode": _enabled(match.group("persistence")),
-                "memory_total_mib": None,
-                "memory_used_mib": None,
-            }
-            result["gpus"].append(pending)
-            continue
-        match = memory_row.search(line)
-        if match and pending is not None and pending["memory_total_mib"] is None:
-            pending["memory_used_mib"] = int(match.group("used"))
-            pending["memory_total_mib"] = int(match.group("total"))
-    return result
-
-
 def parse_smi_version(text):
     """Parse ``nvidia-smi --version`` into a dict with snake_case keys."""
     keys = {
@@ -261,14 +156,6 @@ def flavour_from_license(license_text):
     if value == PROPRIETARY_LICENSE:
         return "proprietary"
     return None
-
-
-def parse_nvcc_version(text):
-    """Parse ``nvcc --version``: release ("13.1") and full version ("13.1.115")."""
-    match = re.search(r"release (\d+\.\d+), V(\d+\.\d+\.\d+)", text)
-    if not match:
-        return {"release": None, "version": None}
-    return {"release": match.group(1), "version": match.group(2)}
 
 
 def parse_dpkg_list(text):

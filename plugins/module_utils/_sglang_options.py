@@ -1,128 +1,105 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to pro6000.inference
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Reads what an SGLang build accepts from the ``--help`` text of ``sglang.launch_server``.
+"""Reads what an SGLang build accepts from SGLang's own argument parser object.
 
-Only the invocation lines of argparse's option list count (two spaces of indent, then a
-dash); the usage block and help sentences that mention other flags do not. Standard library
-only: the module that uses this runs on the managed host.
+``describe_parser`` runs in the BUILD's interpreter (``python -c``, its source taken with
+``inspect``), builds the parser exactly as ``sglang.launch_server`` does
+(``ServerArgs.add_cli_args(argparse.ArgumentParser())``, ``python/sglang/srt/server_args.py``)
+and prints what the parser object holds. ``accepted`` turns that into the ``sglang`` fact.
+Standard library only: the module that uses this runs on the managed host.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
 
 DDTREE_ALGORITHM = "DDTREE"
+# SGLang pull request 29907 adds this option together with the DDTREE algorithm.
+DDTREE_BUDGET_OPTION = "--speculative-ddtree-budget"
 DDTREE_FORK_FLAG = "--speculative-dflash-enable-ddtree"
 ALGORITHM_OPTION = "--speculative-algorithm"
+MODEL_PATH_OPTION = "--model-path"
 
-# argparse indents entries by two spaces inside a section; their help text starts further in.
-_ENTRY = re.compile(r"^  (-\S.*)$")
-# Where the invocation ends and the help text on the same line begins.
-_GAP = re.compile(r"\s{2,}")
-# Releases whose --speculative-algorithm has no choices list the algorithms in its help:
-# "Speculative algorithm. Builtins: EAGLE, EAGLE3, ..., DFLASH. Or any name registered ...".
+# From 0.5.14 to 0.5.23 (checked) no release declares the algorithms as argparse choices; the
+# option's help names them: "Speculative algorithm. Builtins: EAGLE, EAGLE3, ..., DFLASH. Or any name registered via
+# `SpeculativeAlgorithm.register`." (python/sglang/srt/server_args.py up to 0.5.19,
+# python/sglang/srt/arg_groups/fields/spec.py from 0.5.21).
 _BUILTINS = re.compile(r"Builtins?:\s*([A-Z0-9_,\s]+?)\.(?:\s|$)")
-_CHOICES = re.compile(r"^\[?\{([^{}]*)\}")
 _ALGORITHM_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 
-VERSION_CODE = "import importlib.metadata as m; print(m.version('sglang'))"
-_VERSION = re.compile(r"^\d+(\.\d+)*([.+-]?[0-9A-Za-z.+-]*)?$")
 
+def describe_parser():
+    """Runs inside the build's interpreter: prints the parser's long options, their choices and
+    the help of --speculative-algorithm as JSON. Self-contained: it is sent as source."""
+    import argparse
+    import importlib.metadata
+    import json
+    import sys
 
-def _entries(text):
-    """Yields (invocation, help lines) for every option entry of the help text."""
-    entry = None
-    lines = text.splitlines()
-    index = 0
-    while index < len(lines):
-        line = lines[index]
-        index += 1
-        match = _ENTRY.match(line)
-        if match:
-            if entry:
-                yield entry
-            body = match.group(1)
-            # A choice list cut over lines by a narrow formatter: join until its brace closes.
-            while body.count("{") > body.count("}") and index < len(lines):
-                body += lines[index].strip()
-                index += 1
-            parts = _GAP.split(body, maxsplit=1)
-            entry = (parts[0], [parts[1]] if len(parts) > 1 else [])
-        elif entry and line.startswith("    ") and line.strip():
-            entry[1].append(line.strip())
-        elif entry:
-            yield entry
-            entry = None
-    if entry:
-        yield entry
+    from sglang.srt.server_args import ServerArgs
 
-
-def _aliases(invocation):
-    """[(option, choices or None)] for '-h, --help' or '--a A, --b {x,y}' invocations."""
-    found = []
-    for segment in re.split(r",\s+(?=-)", invocation):
-        option, metavar = segment.strip().partition(" ")[::2]
-        metavar = metavar.strip()
-        # "{a,b}", or "[{a,b} ...]" / "{a,b} [{a,b} ...]" for options taking several values.
-        braces = _CHOICES.search(metavar)
-        choices = [value for value in braces.group(1).split(",") if value] if braces else None
-        found.append((option, choices))
-    # Python 3.13+ prints the metavar once, after the last alias: it belongs to all of them.
-    shared = next((choices for option, choices in reversed(found) if choices is not None), None)
-    return [(option, choices if choices is not None else shared) for option, choices in found]
-
-
-def _algorithms(choices, help_lines):
-    if choices:
-        return sorted({value.upper() for value in choices})
-    match = _BUILTINS.search(" ".join(help_lines))
-    if not match:
-        return []
-    names = (name.strip() for name in match.group(1).split(","))
-    return sorted({name for name in names if _ALGORITHM_NAME.match(name)})
-
-
-def parse_help(text):
-    """What the build accepts, from ``python -m sglang.launch_server --help`` output.
-
-    Returns ``{"options": [...], "choices": {...}, "speculative_algorithms": [...],
-    "ddtree": "algorithm" | "dflash_flag" | None}``.
-    """
-    options = set()
-    choices = {}
-    algorithm_entry = None
-    for invocation, help_lines in _entries(text):
-        for option, values in _aliases(invocation):
+    parser = argparse.ArgumentParser()
+    ServerArgs.add_cli_args(parser)
+    options, choices, algorithm_help = set(), {}, None
+    # Every action argparse accepts, hidden ones (help=SUPPRESS, e.g. old aliases) included.
+    for action in parser._actions:  # pylint: disable=protected-access
+        for option in action.option_strings:
             if not option.startswith("--"):
                 continue
             options.add(option)
-            if values:
-                # Sorted: some releases build a choice list from a set, whose order changes
-                # with each process's hash seed; the fact file must not.
-                choices[option] = sorted(values)
-            if option == ALGORITHM_OPTION:
-                algorithm_entry = (values, help_lines)
-    if not options:
-        raise ValueError("no long options found: this is not argparse --help output")
-    algorithms = _algorithms(*algorithm_entry) if algorithm_entry else []
+            if action.choices:
+                choices[option] = sorted(str(choice) for choice in action.choices)
+            if option == "--speculative-algorithm" and action.help is not argparse.SUPPRESS:
+                algorithm_help = action.help
+    json.dump({"version": importlib.metadata.version("sglang"), "options": sorted(options),
+               "choices": choices, "algorithm_help": algorithm_help}, sys.stdout)
+
+
+def describe_parser_code():
+    """The program to run with the build's interpreter (``python -c``)."""
+    return "%s\ndescribe_parser()\n" % inspect.getsource(describe_parser)
+
+
+def _algorithms(report):
+    """Values of --speculative-algorithm, upper case: the option's choices where a release
+    declares them (0.5.9: EAGLE, EAGLE3, NEXTN, STANDALONE, NGRAM), else the builtins its help
+    names; DDTREE where the build has the budget option of pull request 29907 (its help may not
+    list the algorithm it registers)."""
+    choices = report["choices"].get(ALGORITHM_OPTION)
+    if choices:
+        names = set(choices)
+    else:
+        match = _BUILTINS.search(report.get("algorithm_help") or "")
+        names = set(name.strip() for name in match.group(1).split(",")) if match else set()
+    names = set(name.upper() for name in names if _ALGORITHM_NAME.match(name.upper()))
+    if DDTREE_BUDGET_OPTION in report["options"]:
+        names.add(DDTREE_ALGORITHM)
+    return sorted(names)
+
+
+def accepted(report):
+    """The ``sglang`` fact's reading of a build: ``version``, ``options``, ``choices``,
+    ``speculative_algorithms`` and ``ddtree`` (``algorithm``, ``dflash_flag`` or None), from
+    what ``describe_parser`` printed."""
+    if not isinstance(report, dict) or not report.get("version"):
+        raise ValueError("the parser report has no version: %r" % (report,))
+    # Every SGLang server parser has it; argparse alone gives only --help.
+    if MODEL_PATH_OPTION not in (report.get("options") or []):
+        raise ValueError("the parser has no %s: not SGLang's server parser (options: %s)"
+                         % (MODEL_PATH_OPTION, ", ".join(report.get("options") or []) or "none"))
+    algorithms = _algorithms(report)
     if DDTREE_ALGORITHM in algorithms:
         ddtree = "algorithm"
-    elif DDTREE_FORK_FLAG in options:
+    elif DDTREE_FORK_FLAG in report["options"]:
         ddtree = "dflash_flag"
     else:
         ddtree = None
     return {
-        "options": sorted(options),
-        "choices": dict(sorted(choices.items())),
+        "version": report["version"],
+        "options": sorted(report["options"]),
+        "choices": dict(sorted(report["choices"].items())),
         "speculative_algorithms": algorithms,
         "ddtree": ddtree,
     }
-
-
-def parse_version(text):
-    """The version printed by VERSION_CODE, checked to look like one."""
-    version = text.strip().splitlines()[-1].strip() if text.strip() else ""
-    if not _VERSION.match(version):
-        raise ValueError("not a version: %r" % text.strip()[-200:])
-    return version

@@ -32,19 +32,26 @@ options:
     description: Directory of the local fact files, as in M(ansible.builtin.setup).
     type: path
     default: /etc/ansible/facts.d
+extends_documentation_fragment:
+  - pro6000.inference.attributes
+  - pro6000.inference.attributes.facts
 attributes:
   check_mode:
     support: full
-    description: Reports whether the file would change, writes nothing, and loads the facts the host records now.
+    details: Reports whether the file would change, writes nothing, and loads the facts the host records now.
   diff_mode:
     support: full
-    description: Shows the old and the new content of the fact file.
+    details: Shows the old and the new content of the fact file.
   idempotent:
     support: full
-    description: The same facts leave the file as it is.
+    details: The same facts leave the file as it is.
 notes:
   - The directory is created with mode C(0755), the file with mode C(0644). Facts are readable by
     every user of the host, so never record a secret.
+  - Kept instead of M(ansible.builtin.copy) plus M(ansible.builtin.setup) with
+    C(gather_subset=[local]) because those do the same in more module runs on the host. The copy
+    action runs C(stat) and then C(copy) when the content differs, C(setup) runs after it, and a
+    missing C(fact_path) needs M(ansible.builtin.file) first (two to four runs, against one).
 author:
   - pro6000.inference developers (@pro6000)
 """

@@ -194,16 +194,15 @@ options:
       - Bytes that must stay free on the destination file system after staging.
     type: int
     default: 0
+extends_documentation_fragment:
+  - pro6000.inference.attributes
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Reports whether the copy would be staged, repaired or re-owned; fetches nothing.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   idempotent:
-    description: When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
     support: full
     details: A verified copy of the wanted revision is left as it is; nothing is transferred.
 notes:

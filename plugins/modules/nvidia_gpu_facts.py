@@ -50,19 +50,13 @@ options:
       - Mount point of sysfs (module version, PCI devices). Tests point it at a simulated tree.
     type: path
     default: /sys
+extends_documentation_fragment:
+  - pro6000.inference.attributes
+  - pro6000.inference.attributes.read_only
+  - pro6000.inference.attributes.facts
 attributes:
-  check_mode:
-    support: full
-    description: Only reads, so it runs the same in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing, so there is nothing to show.
-  idempotent:
-    support: full
-    description: Never changes anything.
   facts:
-    support: full
-    description: Returns RV(ansible_facts.nvidia_gpu).
+    details: Returns RV(ansible_facts.nvidia_gpu).
 notes:
   - The loaded flavour comes from C(/proc/driver/nvidia/version) (C(Open Kernel Module) or not),
     the installed flavour from C(modinfo -F license nvidia) or from the kernel module package name

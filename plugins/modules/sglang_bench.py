@@ -36,6 +36,8 @@ author:
   - pro6000.inference developers (@pro6000)
 extends_documentation_fragment:
   - pro6000.inference.sglang_server
+  - pro6000.inference.attributes
+  - pro6000.inference.attributes.read_only
 options:
   model:
     description:
@@ -129,16 +131,9 @@ options:
     type: path
 attributes:
   check_mode:
-    support: full
-    description:
+    details:
       - The benchmark only reads and measures, so it runs in check mode too (it does load the
         server for the length of the run). O(result_path) is not written in check mode.
-  diff_mode:
-    support: none
-    description: Nothing to show, the module changes nothing.
-  idempotent:
-    support: full
-    description: The module never changes the target's configuration and always reports V(changed=false).
 notes:
   - Uses the Python standard library only; nothing needs to be installed on the target.
   - The client stamps each read with C(time.perf_counter()) and parses after each stream ends,

@@ -24,6 +24,8 @@ author:
   - pro6000.inference developers (@pro6000)
 extends_documentation_fragment:
   - pro6000.inference.sglang_server
+  - pro6000.inference.attributes
+  - pro6000.inference.attributes.read_only
 options:
   timeout:
     description:
@@ -70,16 +72,6 @@ options:
     description:
       - Expected draft model path (trailing slashes ignored).
     type: str
-attributes:
-  check_mode:
-    support: full
-    description: The module only reads, so it runs unchanged in check mode.
-  diff_mode:
-    support: none
-    description: Nothing to show, the module changes nothing.
-  idempotent:
-    support: full
-    description: The module changes nothing.
 notes:
   - Uses the Python standard library only; nothing needs to be installed on the target.
 seealso:

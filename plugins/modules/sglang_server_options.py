@@ -10,9 +10,10 @@ module: sglang_server_options
 short_description: Report the options, choices and speculative algorithms an SGLang build accepts
 version_added: 0.1.0
 description:
-  - Runs C(python -m sglang.launch_server --help) with the given interpreter and reads the
-    long options, the values of options with choices, the speculative algorithms and how the
-    build offers DDTree (if at all), plus the installed SGLang version.
+  - Builds SGLang's own argument parser with the given interpreter, as C(sglang.launch_server)
+    does (C(ServerArgs.add_cli_args(argparse.ArgumentParser()))), and reads from the parser
+    object the long options it accepts, the values of options with choices, the speculative
+    algorithms and how the build offers DDTree (if at all), plus the installed SGLang version.
   - The C(sglang) role records the result in C(/etc/ansible/facts.d/sglang.fact); the filter
     P(pro6000.inference.sglang_argv#filter) renders only what it lists.
   - Only reads; never changes anything.
@@ -23,23 +24,19 @@ options:
     required: true
   timeout:
     description:
-      - Seconds each of the two commands may take. Importing SGLang takes seconds, and minutes
-        on a busy host when its bytecode was not compiled at install.
+      - Seconds reading the parser may take. Importing SGLang takes seconds, and minutes on a
+        busy host when its bytecode was not compiled at install.
     type: int
     default: 300
-attributes:
-  check_mode:
-    support: full
-    description: Runs the same read-only commands in check mode.
-  diff_mode:
-    support: none
-    description: Changes nothing, so there is nothing to show.
-  idempotent:
-    support: full
-    description: Never changes anything.
+extends_documentation_fragment:
+  - pro6000.inference.attributes
+  - pro6000.inference.attributes.read_only
 notes:
-  - Help is read at argparse's width for a non-terminal output (80 columns); options that a
-    release hides from C(--help) (deprecated aliases) are not listed.
+  - Options a release hides from C(--help) (old aliases such as
+    C(--speculative-dflash-draft-window-size) up to 0.5.19) are listed, since the parser accepts them.
+  - Releases up to 0.5.9 declare the speculative algorithms as choices; later ones name them in
+    the option's help ("Builtins, ..."), which is where they are read from; a build with
+    C(--speculative-ddtree-budget) (pull request 29907) offers C(DDTREE).
 author:
   - pro6000.inference developers (@pro6000)
 """
@@ -63,7 +60,7 @@ version:
   type: str
   sample: 0.5.23
 options:
-  description: Every long option C(--help) lists, sorted.
+  description: Every long option the parser accepts, sorted.
   returned: success
   type: list
   elements: str
@@ -74,7 +71,7 @@ choices:
   type: dict
   sample: {"--mamba-radix-cache-strategy": ["auto", "extra_buffer", "extra_buffer_lazy", "no_buffer"]}
 speculative_algorithms:
-  description: Values of C(--speculative-algorithm), upper case (its choices, or the builtins its help lists).
+  description: Values of C(--speculative-algorithm), upper case (its choices, or the builtins its help names).
   returned: success
   type: list
   elements: str
@@ -88,35 +85,41 @@ ddtree:
   sample: algorithm
 """
 
+import json
 import os
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.pro6000.inference.plugins.module_utils._sglang_options import (
-    VERSION_CODE,
-    parse_help,
-    parse_version,
+    accepted,
+    describe_parser_code,
 )
 
-# Fixed width and no warnings on stdout: the text must look the same on every host.
-ENVIRONMENT = {"COLUMNS": "80", "PYTHONWARNINGS": "ignore", "PYTHONIOENCODING": "utf-8",
+# No warnings on stdout and a fixed hash seed: some choice lists are sets.
+ENVIRONMENT = {"PYTHONWARNINGS": "ignore", "PYTHONIOENCODING": "utf-8", "PYTHONHASHSEED": "0",
                "LC_ALL": "C.UTF-8", "TERM": "dumb"}
 
 
-def _run(module, argv, what):
+def _read_parser(module, python):
+    """What describe_parser prints, run with the build's interpreter."""
+    what = "reading the SGLang argument parser with %s" % python
     # subprocess rather than run_command: run_command has no timeout, and a hung import must
     # not hang the play.
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace",
-                              env=dict(os.environ, **ENVIRONMENT), timeout=module.params["timeout"],
-                              check=False)
+        proc = subprocess.run([python, "-c", describe_parser_code()], capture_output=True, text=True,
+                              errors="replace", env=dict(os.environ, **ENVIRONMENT),
+                              timeout=module.params["timeout"], check=False)
     except subprocess.TimeoutExpired:
         module.fail_json(msg="%s took longer than %d s" % (what, module.params["timeout"]))
     if proc.returncode != 0:
         module.fail_json(msg="%s failed with exit code %d: %s"
                          % (what, proc.returncode, (proc.stderr or proc.stdout)[-2000:]),
                          rc=proc.returncode, stdout=proc.stdout, stderr=proc.stderr)
-    return proc.stdout
+    try:
+        # The report is the last line: an import may print before it.
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        module.fail_json(msg="%s printed no report: %s" % (what, proc.stdout[-2000:]))
 
 
 def main():
@@ -131,12 +134,10 @@ def main():
     if not os.access(python, os.X_OK):
         module.fail_json(msg="python %s is not an executable interpreter" % python)
     try:
-        version = parse_version(_run(module, [python, "-c", VERSION_CODE], "reading the SGLang version"))
-        accepted = parse_help(_run(module, [python, "-m", "sglang.launch_server", "--help"],
-                                   "python -m sglang.launch_server --help"))
+        result = accepted(_read_parser(module, python))
     except ValueError as error:
         module.fail_json(msg="could not read what SGLang accepts: %s" % error)
-    module.exit_json(changed=False, version=version, **accepted)
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":

@@ -1,214 +1,311 @@
-"""Every argv sglang_argv renders for the real releases is accepted by that release's REAL
-argument parser (SGLang 0.5.14, 0.5.19, 0.5.23 wheels; no GPU needed), and the facts it renders
-from, read from --help by _sglang_options, agree with the parser itself.
+"""The units role sglang_service RENDERS, checked against the REAL argument parsers of SGLang
+0.5.9, 0.5.14, 0.5.19, 0.5.21 and 0.5.23 (release wheels, no GPU needed).
 
-The oracle environments are built on first use (a few minutes, then cached outside the clone,
-see tests/oracle/build_envs.py). A failure to build them fails these tests: they never skip.
+Real Ansible renders them: ansible-playbook runs the role's own preflight (variables, model
+directories, the filter sglang_speculative_plan) and then its unit template, for every release
+x configuration (the lab and production inventories' values as Ansible loads their group_vars,
+with and without the DDTree fallback, and each configuration of playbooks/tune.yml with the
+variables playbooks/tasks/tune_config.yml passes). Each unit's ExecStart must be accepted by
+the release's parser, or the role must have refused the configuration before anything changed,
+exactly where the release cannot serve it (the truth: DFLASH is upstream from 0.5.11, DDTree in
+no release, see /work/shared/reference/sglang-dflash-ddtree.md).
+
+The oracle environments are built on first use (minutes, then cached, see
+tests/oracle/build_envs.py). A failure to build them fails these tests: they never skip.
 """
-import concurrent.futures
 import functools
-import itertools
+import json
+import os
 import pathlib
+import shlex
+import subprocess
 import sys
 import tempfile
 import time
 
 import pytest
-from ansible.errors import AnsibleFilterError
+import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-# The checkout as ansible_collections.pro6000.inference (as tests/unit/conftest.py does), and
-# the oracle helpers and the shared test helpers (tests/support.py).
+# The checkout as ansible_collections.pro6000.inference, the oracle helpers and tests/support.py.
 sys.path[:0] = [str(REPO / "collections"), str(REPO / "tests" / "oracle"), str(REPO / "tests")]
 import build_envs  # noqa: E402
+import double  # noqa: E402
 import oracle  # noqa: E402
-from support import run_module_file  # noqa: E402
-from ansible_collections.pro6000.inference.plugins.filter.sglang_argv import (  # noqa: E402
-    sglang_argv,
-    sglang_speculative_plan,
-)
-from ansible_collections.pro6000.inference.plugins.module_utils._sglang_options import parse_help  # noqa: E402
 
 RELEASES = build_envs.RELEASES
-HELP = REPO / "tests" / "fixtures" / "sglang_help"
-DRAFTER = {"path": "/srv/models/Qwen3.6-27B-DFlash", "dflash": {"block_size": 16}}
-# Flag names SGLang removed in 0.5.20 (hidden or deprecated aliases before).
-REMOVED_IN_0_5_20 = ("--speculative-dflash-draft-window-size", "--mamba-scheduler-strategy")
+WITHOUT_DFLASH = ("0.5.9",)
+FORK = "fork-ddtree-flag"  # the double's build that offers DDTree as a DFLASH flag
+TUNE_CONFIGS = yaml.safe_load((REPO / "playbooks" / "tune.yml").read_text())[0]["vars"]["tune_configs"]
+# The role variables tune_config.yml sets from each configuration, taken from the file itself.
+TUNE_ROLE_VARS = yaml.safe_load((REPO / "playbooks" / "tasks" / "tune_config.yml").read_text())[0][
+    "block"][0]["vars"]
+DRAFT_LENGTH = 16  # both inventories and the drafter's block size
+
+# The unit is rendered with the template lookup (the same engine and template as the role's
+# template task, without a module run per host) and every outcome written once at the end.
+PLAYBOOK = """
+- name: Render the unit of every configuration as role sglang_service does
+  hosts: pro6000
+  gather_facts: false
+  vars:
+    # What roles sglang and model_weights would have recorded on the host.
+    ansible_local: "{{{{ test_ansible_local }}}}"
+  tasks:
+    - name: Check the configuration and render the unit, or record why the role refuses it
+      block:
+        - name: Run the preflight of role sglang_service with the inventory's variables
+          ansible.builtin.include_role:
+            name: pro6000.inference.sglang_service
+            tasks_from: preflight.yml
+            public: true
+          when: tune_config is not defined
+
+        - name: Run the preflight of role sglang_service as playbooks/tasks/tune_config.yml calls it
+          ansible.builtin.include_role:
+            name: pro6000.inference.sglang_service
+            tasks_from: preflight.yml
+            public: true
+          vars: {tune_vars}
+          when: tune_config is defined
+
+        - name: Render the unit with the role's template
+          ansible.builtin.set_fact:
+            test_outcome: ["service", "{{{{ lookup('ansible.builtin.template', '{template}') }}}}"]
+      rescue:
+        - name: Record the refusal
+          ansible.builtin.set_fact:
+            test_outcome: ["refused", "{{{{ ansible_failed_result.msg }}}}"]
+
+- name: Write what every configuration gave
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Write the outcomes
+      ansible.builtin.copy:
+        content: "{{{{ dict(groups.pro6000 | zip(groups.pro6000 | map('extract', hostvars, 'test_outcome'))) | to_json }}}}"
+        dest: "{out}"
+        mode: "0644"
+"""
 
 
-@pytest.fixture(scope="module", autouse=True)
-def oracle_envs(request):
+def sglang_fact(release):
+    """The sglang fact of a build of ``release`` installed from the package index: what the
+    module reports (tests/fixtures/sglang_parser) plus what role sglang adds."""
+    venv = "/opt/sglang/venvs/release-%s-0123abcd" % release
+    fact = oracle.fact_fixture(release) if release != FORK else double_fact()
+    return dict(fact, source="index", repo=None, ref=None, commit=None, venv=venv,
+                python=venv + "/bin/python", built_at="2026-12-01T00:00:00Z")
+
+
+@functools.lru_cache(maxsize=None)
+def double_fact():
+    with tempfile.TemporaryDirectory() as scratch:
+        return double.parser_fact(double.install(FORK, scratch))
+
+
+def configurations():
+    """(inventory, name, host variables, algorithm wanted, fallback allowed) per configuration."""
+    found = []
+    for inventory in ("lab", "production"):
+        found.append((inventory, "inventory", {}, "ddtree", False))
+        found.append((inventory, "fallback", {"sglang_service_ddtree_fallback_to_dflash": True}, "ddtree", True))
+    for config in TUNE_CONFIGS:
+        found.append(("lab", "tune-" + config["name"], {"tune_config": config}, config["algorithm"], False))
+    return found
+
+
+def hosts():
+    """{inventory: {host: (release, configuration)}} for every release x configuration, and the
+    fork of the double with the lab's values and the tune configurations that want DDTree."""
+    found = {"lab": {}, "production": {}}
+    for inventory, name, variables, algorithm, fallback in configurations():
+        builds = RELEASES + ((FORK,) if inventory == "lab" and algorithm == "ddtree" and not fallback else ())
+        for release in builds:
+            found[inventory]["%s-%s-%s" % (inventory, name, release)] = (release, (name, variables, algorithm, fallback))
+    return found
+
+
+def write_inventory(directory, inventory, members, models):
+    """An inventory whose group pro6000 holds ``members`` and whose group_vars are the real ones."""
+    directory.mkdir()
+    (directory / "group_vars").symlink_to(REPO / "inventories" / inventory / "group_vars")
+    drafter = str(models / "Qwen3.6-27B-DFlash")
+    weights = {"models": {"target": {"path": str(models / "Qwen3.6-27B")},
+                          "drafter": {"path": drafter, "dflash": {"block_size": DRAFT_LENGTH}}}}
+    group = {}
+    for host, (release, (name, variables, algorithm, fallback)) in members.items():
+        group[host] = dict(variables, ansible_connection="local", ansible_python_interpreter=sys.executable,
+                           test_ansible_local={"sglang": sglang_fact(release), "model_weights": weights})
+    (directory / "hosts.yml").write_text(json.dumps({"pro6000": {"hosts": group}}))
+
+
+@pytest.fixture(scope="module")
+def rendered(request, tmp_path_factory):
+    """{host: ("service", unit text) or ("refused", the role's message)} for every host of hosts()."""
     capture = request.config.pluginmanager.get_plugin("capturemanager")
 
     def report(line):  # timings go to the terminal even under output capture
         with capture.global_and_fixture_disabled():
             print("oracle: " + line, flush=True)
 
-    pythons = build_envs.ensure_all(RELEASES, report=report)
-    # Each run imports SGLang (seconds of CPU): run them all side by side once, up front.
+    build_envs.ensure_all(RELEASES, report=report)
+    root = tmp_path_factory.mktemp("units")
+    models = root / "models"
+    for name in ("Qwen3.6-27B", "Qwen3.6-27B-DFlash"):
+        (models / name).mkdir(parents=True)
+        (models / name / "config.json").write_text("{}")
+    playbook = root / "render.yml"
+    outcomes = root / "outcomes-%s.json"
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"), ANSIBLE_FORKS="8",
+               ANSIBLE_LOCAL_TEMP=str(root / "tmp"), ANSIBLE_CONFIG=str(REPO / "ansible.cfg"))
     started = time.monotonic()
-    with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        list(pool.map(lambda job: job[0](job[1]), [(job, release) for release in RELEASES
-                                                   for job in (examined, printed_help, module_result)]))
-    report("parsers, --help and module run in %.1f s" % (time.monotonic() - started))
-    return pythons
+    found = {}
+    for inventory, members in hosts().items():
+        write_inventory(root / inventory, inventory, members, models)
+        playbook.write_text(PLAYBOOK.format(
+            tune_vars=json.dumps(TUNE_ROLE_VARS), out=str(outcomes) % inventory,
+            template=REPO / "roles" / "sglang_service" / "templates" / "sglang.service.j2"))
+        done = subprocess.run([str(pathlib.Path(sys.executable).parent / "ansible-playbook"), "-i",
+                               str(root / inventory), str(playbook)],
+                              env=env, capture_output=True, text=True, timeout=900, check=False)
+        assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+        found.update(json.loads(pathlib.Path(str(outcomes) % inventory).read_text()))
+    report("%d configurations checked and rendered by ansible-playbook in %.1f s"
+           % (len(found), time.monotonic() - started))
+    return found
 
 
-def version_tuple(release):
-    return tuple(int(part) for part in release.split("."))
+def exec_start(unit):
+    """The argv of a unit's ExecStart, as systemd splits it (quotes, then %% and $$)."""
+    lines = unit.splitlines()
+    start = next(index for index, line in enumerate(lines) if line.startswith("ExecStart="))
+    text = lines[start][len("ExecStart="):]
+    while text.endswith("\\"):
+        start += 1
+        text = text[:-1] + " " + lines[start].strip()
+    return [word.replace("%%", "%").replace("$$", "$") for word in shlex.split(text)]
 
 
-def fixture_text(release):
-    return (HELP / ("sglang-%s.txt" % release)).read_text()
+def expected_refusal(release, algorithm, fallback):
+    """Why the role must refuse, or None where the release can serve the configuration."""
+    if release == FORK or algorithm == "none":
+        return None
+    if release in WITHOUT_DFLASH:
+        return "has neither DDTree nor DFLASH" if algorithm == "ddtree" else "has no DFLASH"
+    if algorithm == "ddtree" and not fallback:
+        return "has no DDTree"
+    return None
 
 
-def fact(release):
-    return dict(parse_help(fixture_text(release)), version=release)
-
-
-def wanted(**overrides):
-    config = {"model_path": "/srv/models/Qwen3.6-27B", "draft_model_path": DRAFTER["path"],
-              "served_model_name": "qwen3.6-27b", "host": "127.0.0.1", "port": 30000,
-              "gpu_count": 2, "compute_capability": "12.0", "attention_backend": "flashinfer",
-              "mem_fraction_static": 0.8, "max_running_requests": 8, "context_length": 32768,
-              "enable_metrics": True}
-    config.update(overrides)
-    return config
-
-
-def matrix():
-    """(name, wanted config) for everything the service role may ask of a release."""
-    configs = []
-    for draft, window, mamba in itertools.product((8, 16), (None, "same", "double"),
-                                                  (None, "extra_buffer", "auto")):
-        configs.append(("dflash-%s-%s-%s" % (draft, window, mamba), wanted(
-            algorithm="dflash", draft_length=draft, mamba_strategy=mamba,
-            draft_window={None: None, "same": draft, "double": 2 * draft}[window])))
-    configs += [
-        ("dflash-drafter-default", wanted(algorithm="dflash")),
-        ("dflash-tp2-triton", wanted(algorithm="dflash", tensor_parallel_size=2,
-                                     attention_backend="triton", draft_model_revision="main")),
-        ("dflash-trtllm-mha", wanted(algorithm="dflash", attention_backend="trtllm_mha")),
-        ("dflash-extra-args", wanted(algorithm="dflash",
-                                     extra_args=["--disable-custom-all-reduce", "--log-level", "info"])),
-        ("none", wanted(algorithm="none", page_size=16)),
-        ("ddtree-fallback-16", wanted(algorithm="ddtree", allow_ddtree_fallback=True, draft_length=16,
-                                      draft_window=32, mamba_strategy="extra_buffer")),
-        ("ddtree-fallback-8", wanted(algorithm="ddtree", allow_ddtree_fallback=True, draft_length=8,
-                                     ddtree_budget=7)),
-    ]
-    return configs
-
-
-def rendered(release):
-    return [(name, sglang_speculative_plan(config, fact(release), drafter=DRAFTER))
-            for name, config in matrix()]
-
-
-# Control lines: the old flag names (accepted up to 0.5.19, rejected by 0.5.23), a DDTree flag
-# and an invalid choice (rejected everywhere).
-OLD_NAMES = ["--model-path", "m", "--speculative-algorithm", "DFLASH",
+# Control lines: the old flag names (accepted up to 0.5.19, rejected from 0.5.20), the DDTree
+# budget flag and an invalid choice (rejected everywhere): the oracle can say no.
+OLD_NAMES = ["--model-path", "m", "--speculative-draft-model-path", "d",
              "--speculative-dflash-draft-window-size", "16", "--mamba-scheduler-strategy", "extra_buffer"]
 DDTREE_BUDGET = ["--model-path", "m", "--speculative-ddtree-budget", "15"]
 BAD_BACKEND = ["--model-path", "m", "--attention-backend", "bogus"]
+CONTROL = [OLD_NAMES, DDTREE_BUDGET, BAD_BACKEND]
+_EXAMINED = {}
 
 
-@functools.lru_cache(maxsize=None)
-def examined(release):
-    """The release's parser, run once for all tests: the matrix, then the control lines; its
-    help at 200 columns."""
-    plans = rendered(release)
-    argvs = [plan["argv"] for name, plan in plans] + [OLD_NAMES, DDTREE_BUDGET, BAD_BACKEND]
-    report = oracle.examine(release, argvs, columns=200)
-    return plans, report
+def examined(rendered, release):
+    """One run of the release's real parser for everything asked of it: ({host: (argv, Verdict)}
+    for every unit rendered for the release, the control lines' verdicts, the parser report)."""
+    if release not in _EXAMINED:
+        units = {host: exec_start(text) for host, (kind, text) in rendered.items()
+                 if kind == "service" and host.endswith("-" + release)}
+        report = oracle.examine(release, [argv[3:] for argv in units.values()] + CONTROL)
+        verdicts = report["verdicts"]
+        _EXAMINED[release] = ({host: (units[host], verdict) for host, verdict in zip(units, verdicts)},
+                              verdicts[len(units):], report)
+    return _EXAMINED[release]
+
+
+def cases(release):
+    return [(host, configuration) for members in hosts().values()
+            for host, (build, configuration) in members.items() if build == release]
 
 
 @pytest.mark.parametrize("release", RELEASES)
-def test_every_rendered_argv_is_accepted_by_the_real_parser(release):
-    plans, report = examined(release)
-    verdicts = report["verdicts"][:len(plans)]
-    rejected = {name: verdict.error for (name, plan), verdict in zip(plans, verdicts) if not verdict.accepted}
-    assert rejected == {}
-    for (name, plan), verdict in zip(plans, verdicts):
-        values = verdict.values
-        assert values["model_path"] == "/srv/models/Qwen3.6-27B"
-        if plan["algorithm"] == "none":
-            assert values["speculative_algorithm"] is None, name
+def test_every_configuration_is_rendered_or_refused_as_the_release_allows(rendered, release):
+    for host, (name, variables, algorithm, fallback) in cases(release):
+        kind, text = rendered[host]
+        refusal = expected_refusal(release, algorithm, fallback)
+        if refusal is None:
+            assert kind == "service", (host, text)
             continue
-        assert values["speculative_algorithm"] == "DFLASH", name
-        assert values["speculative_draft_model_path"] == DRAFTER["path"], name
-        assert values["speculative_num_draft_tokens"] == int(plan["argv"][plan["argv"].index(
-            "--speculative-num-draft-tokens") + 1]), name
-        if name.startswith("ddtree"):
-            assert plan["fallback"] is True and "no DDTree" in plan["note"]
+        assert kind == "refused", host
+        assert refusal in text, (host, text)
+        # A build from the package index has no ref: the message says where it came from.
+        assert "SGLang %s (from the package index):" % release in text and "()" not in text, text
+        if release in WITHOUT_DFLASH and algorithm == "ddtree":
+            assert "sglang_service_ddtree_fallback_to_dflash (allow_ddtree_fallback) cannot help" in text
+            assert "to dflash" not in text, text
+        elif algorithm == "ddtree":
+            assert "set sglang_service_ddtree_fallback_to_dflash (allow_ddtree_fallback) to serve DFLASH" in text
 
 
 @pytest.mark.parametrize("release", RELEASES)
-def test_removed_and_unknown_flags_are_never_rendered(release):
-    plans, parser = examined(release)
-    for name, plan in plans:
-        flags = {item for item in plan["argv"] if item.startswith("--")}
-        assert flags <= set(parser["options"]), (name, flags - set(parser["options"]))
-        if version_tuple(release) >= (0, 5, 20):
-            assert not flags & set(REMOVED_IN_0_5_20), name
-        assert "--speculative-dflash-draft-window-size" not in flags  # hidden everywhere
+def test_every_rendered_exec_start_is_accepted_by_the_real_parser(rendered, release):
+    units = examined(rendered, release)[0]
+    assert units, "no unit rendered for %s" % release
+    for host, (argv, verdict) in units.items():
+        assert argv[:3] == [sglang_fact(release)["python"], "-m", "sglang.launch_server"], host
+        assert verdict.accepted, (host, verdict.error, argv)
+        values = verdict.values
+        algorithm = dict(cases(release))[host][2]
+        assert values["model_path"].endswith("/Qwen3.6-27B"), host
+        assert values["max_running_requests"] == 8 and values["enable_metrics"] is True, host
+        if algorithm == "none":
+            assert values["speculative_algorithm"] is None, host
+            continue
+        # DFLASH, or DFLASH served in place of DDTree where the fallback is allowed.
+        assert values["speculative_algorithm"] == "DFLASH", host
+        assert values["speculative_draft_model_path"].endswith("/Qwen3.6-27B-DFlash"), host
+        config = dict(cases(release))[host][1].get("tune_config", {})
+        assert values["speculative_num_draft_tokens"] == config.get("draft_length", DRAFT_LENGTH), host
+        assert "--speculative-ddtree-budget" not in argv and "--page-size" not in argv, host
+
+
+def test_the_fork_serves_ddtree_with_the_budget_the_inventories_ask_for(rendered):
+    # The lab and tune values ask for a budget of draft length - 1 (the rule, or 15 given as
+    # such); the fork has no budget option and verifies exactly that, so the unit is rendered.
+    # A budget the fork cannot serve (31) is refused before anything changes.
+    for host, (name, variables, algorithm, fallback) in cases(FORK):
+        kind, text = rendered[host]
+        budget = variables.get("tune_config", {}).get("ddtree_budget")
+        if budget not in (None, DRAFT_LENGTH - 1):
+            assert kind == "refused" and "which has no budget option" in text, (host, text)
+            continue
+        assert kind == "service", (host, text)
+        argv = exec_start(text)[3:]
+        args = double.parse_args(FORK, argv)
+        assert args["speculative_algorithm"] == "DFLASH" and args["speculative_dflash_enable_ddtree"], host
+        assert "--speculative-ddtree-budget" not in argv and args["page_size"] == 1, host
 
 
 @pytest.mark.parametrize("release", RELEASES)
-def test_ddtree_is_refused_without_fallback(release):
-    with pytest.raises(AnsibleFilterError, match="this SGLang build has no DDTree"):
-        sglang_argv(wanted(algorithm="ddtree"), fact(release), drafter=DRAFTER)
+def test_the_captured_reading_is_what_the_release_holds(rendered, release):
+    # tests/fixtures/sglang_parser feeds the unit tests: its options and choices must stay what
+    # the release's parser object holds, as the oracle reads it.
+    report = examined(rendered, release)[2]
+    fixture = oracle.fact_fixture(release)
+    assert fixture["version"] == release
+    assert fixture["options"] == sorted(report["options"] + report["hidden"])
+    assert fixture["choices"] == report["choices"]
 
 
-@pytest.mark.parametrize("release, old_accepted", [("0.5.14", True), ("0.5.19", True), ("0.5.23", False)])
-def test_the_oracle_tells_accepted_from_rejected(release, old_accepted):
-    old, budget, backend = examined(release)[1]["verdicts"][-3:]
+def test_the_module_reads_the_real_release_as_captured():
+    # The module run as Ansible runs it, with the interpreter of the release the roles default to.
+    assert oracle.module_result("0.5.23") == oracle.fact_fixture("0.5.23")
+
+
+@pytest.mark.parametrize("release, old_accepted", [("0.5.14", True), ("0.5.19", True), ("0.5.21", False),
+                                                   ("0.5.23", False)])
+def test_the_oracle_tells_accepted_from_rejected(rendered, release, old_accepted):
+    old, budget, backend = examined(rendered, release)[1]
     assert old.accepted is old_accepted, (release, old.error)
     if not old_accepted:
         assert "unrecognized arguments: --speculative-dflash-draft-window-size" in old.error
     assert not budget.accepted and "unrecognized arguments: --speculative-ddtree-budget" in budget.error
     assert not backend.accepted and "invalid choice: 'bogus'" in backend.error
-
-
-@functools.lru_cache(maxsize=None)
-def printed_help(release):
-    return oracle.launch_server_help(release)
-
-
-@functools.lru_cache(maxsize=None)
-def module_result(release):
-    """sglang_server_options run as Ansible runs it, on the release's interpreter."""
-    with tempfile.TemporaryDirectory() as scratch:
-        return run_module_file("sglang_server_options", {"python": oracle.interpreter(release), "timeout": 600},
-                               scratch, timeout=1300)
-
-
-@pytest.mark.parametrize("release", RELEASES)
-def test_help_fixture_is_what_the_release_prints(release):
-    assert printed_help(release) == fixture_text(release)
-
-
-@pytest.mark.parametrize("release", RELEASES)
-def test_help_parser_agrees_with_the_parser_object(release):
-    parser = examined(release)[1]
-    from_help = parse_help(fixture_text(release))
-    assert from_help["options"] == parser["options"]
-    assert from_help["choices"] == parser["choices"]
-    # What --help cannot show: the hidden aliases (e.g. the old window name up to 0.5.19).
-    assert ("--speculative-dflash-draft-window-size" in parser["hidden"]) is (version_tuple(release) < (0, 5, 20))
-
-
-@pytest.mark.parametrize("release", RELEASES)
-def test_help_parser_reads_any_width(release):
-    wide = examined(release)[1]["help"]
-    assert max(len(line) for line in wide.splitlines()) > 100  # it was formatted wide indeed
-    assert parse_help(wide) == parse_help(fixture_text(release))
-
-
-@pytest.mark.parametrize("release", RELEASES)
-def test_module_on_the_real_release(release):
-    result = module_result(release)
-    assert result.get("failed") is not True, result.get("msg")
-    assert result["version"] == release
-    assert {key: result[key] for key in ("options", "choices", "speculative_algorithms", "ddtree")} == \
-        parse_help(fixture_text(release))

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 
-RELEASES = ("0.5.14", "0.5.19", "0.5.23")
+RELEASES = ("0.5.9", "0.5.14", "0.5.19", "0.5.21", "0.5.23")
 
 # The CPU build is the only torch allowed here (it lies on these machines as a file); the
 # "+cpu" local version never matches a CUDA build.

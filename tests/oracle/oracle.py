@@ -10,14 +10,16 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 
 from build_envs import RELEASES, ensure_release
 
-HELP_FIXTURES = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "sglang_help"
+TESTS = pathlib.Path(__file__).resolve().parents[1]
+FACT_FIXTURES = TESTS / "fixtures" / "sglang_parser"
 
-# Runs inside the release's interpreter: builds the parser once, reports what it holds, its
-# help at the process's COLUMNS, and parses every argv given on stdin. argparse reports a
+# Runs inside the release's interpreter: builds the parser once, reports what it holds and
+# parses every argv given on stdin. argparse reports a
 # rejection through parser.error(); raising from it keeps one process for a whole batch.
 _EXAMINE = r"""
 import argparse, json, sys
@@ -36,9 +38,8 @@ report = {
     "options": sorted(o for a in shown for o in a.option_strings if o.startswith("--")),
     "hidden": sorted(o for a in parser._actions if a.help is argparse.SUPPRESS
                      for o in a.option_strings if o.startswith("--")),
-    "choices": {o: sorted(str(c) for c in a.choices) for a in shown if a.choices
+    "choices": {o: sorted(str(c) for c in a.choices) for a in parser._actions if a.choices
                 for o in a.option_strings if o.startswith("--")},
-    "help": parser.format_help(),
     "verdicts": [],
 }
 parser.error = error
@@ -61,24 +62,14 @@ class Verdict:
     values: dict | None  # the parsed namespace when accepted
 
 
-def _environ(columns):
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
-    # A fixed hash seed: some choice lists are sets, printed in hash order.
-    env.update(PYTHONWARNINGS="ignore", COLUMNS=str(columns), PYTHONHASHSEED="0")
-    return env
-
-
-def _run(release, args, stdin=None, columns=80):
-    python = ensure_release(release)[0]
-    return subprocess.run([str(python), *args], input=stdin, capture_output=True, text=True,
-                          env=_environ(columns), timeout=600, check=False)
-
-
-def examine(release, argvs=(), columns=80):
+def examine(release, argvs=()):
     """One run of the release's parser: {"options", "hidden", "choices"} as the parser object
-    holds them (hidden = suppressed from --help), "help" as format_help() prints it at
-    ``columns``, and "verdicts": one Verdict per argv (strings, without the program name)."""
-    proc = _run(release, ["-c", _EXAMINE], stdin=json.dumps([list(a) for a in argvs]), columns=columns)
+    holds them (hidden = suppressed from --help; choices of both) and "verdicts": one Verdict per argv (strings,
+    without the program name)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
+    env.update(PYTHONWARNINGS="ignore")
+    proc = subprocess.run([interpreter(release), "-c", _EXAMINE], input=json.dumps([list(a) for a in argvs]),
+                          capture_output=True, text=True, env=env, timeout=600, check=False)
     if proc.returncode:
         raise RuntimeError("sglang %s parser did not run: %s" % (release, proc.stderr[-3000:]))
     report = json.loads(proc.stdout)
@@ -86,34 +77,38 @@ def examine(release, argvs=(), columns=80):
     return report
 
 
-def check(release, argvs):
-    """One Verdict per argv, in order."""
-    return examine(release, argvs)["verdicts"]
-
-
-def launch_server_help(release, columns=80):
-    """What ``python -m sglang.launch_server --help`` prints on stdout, at that width
-    (80 is argparse's width when stdout is not a terminal, as under Ansible)."""
-    proc = _run(release, ["-m", "sglang.launch_server", "--help"], columns=columns)
-    if proc.returncode:
-        raise RuntimeError("sglang %s --help failed: %s" % (release, proc.stderr[-3000:]))
-    return proc.stdout
-
-
 def interpreter(release):
     """Path of the release's oracle interpreter (built on first use)."""
     return str(ensure_release(release)[0])
 
 
-def capture_help(releases=RELEASES):
-    """Writes tests/fixtures/sglang_help/sglang-<release>.txt: exactly what the release prints."""
+def module_result(release):
+    """What the module sglang_server_options reports for the release, run as Ansible runs it
+    with the release's interpreter."""
+    sys.path.insert(0, str(TESTS))
+    from support import run_module_file  # pylint: disable=import-outside-toplevel
+
+    with tempfile.TemporaryDirectory() as scratch:
+        result = run_module_file("sglang_server_options", {"python": interpreter(release), "timeout": 600},
+                                 scratch, timeout=700)
+    if result.get("failed"):
+        raise RuntimeError("sglang_server_options failed on sglang %s: %s" % (release, result.get("msg")))
+    return {key: result[key] for key in ("version", "options", "choices", "speculative_algorithms", "ddtree")}
+
+
+def fact_fixture(release):
+    return json.loads((FACT_FIXTURES / ("sglang-%s.json" % release)).read_text())
+
+
+def capture_facts(releases=RELEASES):
+    """Writes tests/fixtures/sglang_parser/sglang-<release>.json: what the module reports."""
     for release in releases:
-        path = HELP_FIXTURES / ("sglang-%s.txt" % release)
-        path.write_text(launch_server_help(release))
+        path = FACT_FIXTURES / ("sglang-%s.json" % release)
+        path.write_text(json.dumps(module_result(release), indent=1, sort_keys=True) + "\n")
         print("wrote %s" % path)
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] != ["capture-help"]:
-        sys.exit("usage: oracle.py capture-help [RELEASE ...]")
-    capture_help(tuple(sys.argv[2:]) or RELEASES)
+    if sys.argv[1:2] != ["capture-facts"]:
+        sys.exit("usage: oracle.py capture-facts [RELEASE ...]")
+    capture_facts(tuple(sys.argv[2:]) or RELEASES)

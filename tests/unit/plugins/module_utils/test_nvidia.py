@@ -15,12 +15,15 @@ def real(name):
 
 def test_every_real_fixture_is_covered_by_a_test():
     covered = {
-        "README.md", "dpkg-l-nvidia-cuda.txt", "nvcc-version.txt", "nvidia-smi-q.txt",
-        "nvidia-smi-q.xml", "nvidia-smi-query-noheader-nounits.csv", "nvidia-smi-query.csv",
-        "nvidia-smi-version.txt", "nvidia-smi.txt", "proc-driver-nvidia-version.txt",
-        "sys-module-nvidia-version.txt",
+        "README.md", "dpkg-l-nvidia-cuda.txt", "nvidia-smi-query-noheader-nounits.csv",
+        "nvidia-smi-query.csv", "nvidia-smi-version.txt", "nvidia-smi.txt",
+        "proc-driver-nvidia-version.txt", "sys-module-nvidia-version.txt",
     }
-    assert {path.name for path in REAL.iterdir()} == covered
+    # What the NVIDIA doubles print is made from these (tests/fixtures/nvidia_repo/build_repo.py);
+    # the collection itself runs neither nvcc nor nvidia-smi -q, so no parser reads them.
+    doubles = {"nvcc-version.txt", "nvidia-smi-q.xml"}
+    kept_as_captured = {"nvidia-smi-q.txt"}
+    assert {path.name for path in REAL.iterdir()} == covered | doubles | kept_as_captured
 
 
 def test_query_csv_with_header_strips_units_and_names_fields():
@@ -54,40 +57,6 @@ def test_query_csv_rejects_rows_that_do_not_match_the_fields():
         _nvidia.parse_query_csv("580.159.04, NVIDIA H200, 9.0\n", ["driver_version", "name"])
 
 
-def test_xml_gives_versions_and_gpus():
-    parsed = _nvidia.parse_smi_xml(real("nvidia-smi-q.xml"))
-    assert parsed["driver_version"] == "580.159.04"
-    assert parsed["cuda_version"] == "13.0"
-    assert parsed["attached_gpus"] == 1
-    assert parsed["gpus"] == [{
-        "index": 0, "name": "NVIDIA H200", "architecture": "Hopper", "uuid": H200_UUID,
-        "pci_bus_id": "00000000:00:06.0", "memory_total_mib": 143771, "persistence_mode": True,
-        "vbios_version": "96.00.A5.00.1A",
-    }]
-
-
-def test_q_text_agrees_with_xml():
-    text = _nvidia.parse_smi_q_text(real("nvidia-smi-q.txt"))
-    xml = _nvidia.parse_smi_xml(real("nvidia-smi-q.xml"))
-    assert text["driver_version"] == xml["driver_version"]
-    assert text["cuda_version"] == xml["cuda_version"]
-    assert text["attached_gpus"] == 1
-    keys = ("name", "architecture", "uuid", "pci_bus_id", "memory_total_mib", "persistence_mode")
-    assert [{k: gpu[k] for k in keys} for gpu in text["gpus"]] == \
-        [{k: gpu[k] for k in keys} for gpu in xml["gpus"]]
-
-
-def test_plain_table_gives_banner_versions_and_gpu_rows():
-    parsed = _nvidia.parse_smi_table(real("nvidia-smi.txt"))
-    assert parsed["nvidia_smi_version"] == "580.159.04"
-    assert parsed["driver_version"] == "580.159.04"
-    assert parsed["cuda_version"] == "13.0"
-    assert parsed["gpus"] == [{
-        "index": 0, "name": "NVIDIA H200", "pci_bus_id": "00000000:00:06.0",
-        "persistence_mode": True, "memory_total_mib": 143771, "memory_used_mib": 0,
-    }]
-
-
 def test_smi_version():
     assert _nvidia.parse_smi_version(real("nvidia-smi-version.txt")) == {
         "nvidia_smi_version": "580.159.04", "nvml_version": "580.159",
@@ -113,11 +82,6 @@ def test_proc_version_without_nvrm_line():
 def test_sys_module_version():
     assert _nvidia.parse_sys_module_version(real("sys-module-nvidia-version.txt")) == "580.159.04"
     assert _nvidia.parse_sys_module_version("not a version\n") is None
-
-
-def test_nvcc_version():
-    assert _nvidia.parse_nvcc_version(real("nvcc-version.txt")) == {"release": "13.0", "version": "13.0.88"}
-    assert _nvidia.parse_nvcc_version("bash: nvcc: command not found") == {"release": None, "version": None}
 
 
 def test_dpkg_list_rows_status_and_holds():

@@ -1,158 +1,110 @@
-"""The --help parser against the captured help of real releases and of the test double."""
+"""What a build accepts, read from SGLang's own parser object: from the test double's profiles
+(the truth: tests/fixtures/sglang_double/python/sglang/srt/double_profiles.py), from reports
+shaped like each real release's parser, and the captured readings of the real releases
+(tests/fixtures/sglang_parser/, kept equal to the module's reading of each release by
+tests/integration/test_argv_real_parser.py) against what their sources declare."""
+import json
 import pathlib
 import sys
 
 import pytest
 
-from ansible_collections.pro6000.inference.plugins.module_utils._sglang_options import (
-    parse_help,
-    parse_version,
-)
+from ansible_collections.pro6000.inference.plugins.module_utils._sglang_options import accepted
 
 TESTS = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(TESTS / "oracle"))
 import double  # noqa: E402  (tests/oracle is not a package)
 
-HELP = TESTS / "fixtures" / "sglang_help"
-RELEASES = ("0.5.14", "0.5.19", "0.5.23")
+REAL = ("0.5.9", "0.5.14", "0.5.19", "0.5.21", "0.5.23")
 
 
 def real(release):
-    return parse_help((HELP / ("sglang-%s.txt" % release)).read_text())
+    return json.loads((TESTS / "fixtures" / "sglang_parser" / ("sglang-%s.json" % release)).read_text())
 
 
-@pytest.mark.parametrize("release", RELEASES)
-def test_real_release_offers_dflash_and_no_ddtree(release):
-    accepted = real(release)
-    assert "DFLASH" in accepted["speculative_algorithms"]
-    assert "DDTREE" not in accepted["speculative_algorithms"]
-    assert accepted["ddtree"] is None
-    assert "--speculative-ddtree-budget" not in accepted["options"]
-    assert "--speculative-dflash-enable-ddtree" not in accepted["options"]
+@pytest.mark.parametrize("profile", sorted(double.PROFILES))
+def test_double_profiles_read_as_their_profile_declares(tmp_path, profile):
+    truth = double.PROFILES[profile]
+    fact = double.parser_fact(double.install(profile, tmp_path))
+    assert fact["version"] == truth["version"]
+    assert fact["speculative_algorithms"] == sorted(truth["spec_builtins"])
+    assert fact["ddtree"] == truth["ddtree"]
+    assert fact["choices"]["--attention-backend"] == sorted(truth["attention_backends"])
+    assert truth["mamba_flag"] in fact["options"] and truth["cuda_graph_flag"] in fact["options"]
+    # Hidden from --help, accepted by the parser: the object lists it, --help text never did.
+    assert ("--speculative-dflash-draft-window-size" in fact["options"]) is truth["legacy_window_alias"]
+    assert ("--speculative-ddtree-budget" in fact["options"]) is (truth["ddtree"] == "algorithm")
+    assert fact["options"] == sorted(fact["options"]) and "--help" in fact["options"]
 
 
-def test_real_algorithms_come_from_the_help_sentence():
-    # --speculative-algorithm has no argparse choices: "Builtins: EAGLE, ..., DFLASH. Or any name".
-    assert real("0.5.14")["speculative_algorithms"] == ["DFLASH", "EAGLE", "EAGLE3", "NEXTN", "NGRAM", "STANDALONE"]
-    assert real("0.5.23")["speculative_algorithms"] == [
-        "DFLASH", "DSPARK", "EAGLE", "EAGLE3", "NEXTN", "NGRAM", "STANDALONE", "UNO"]
-    assert "--speculative-algorithm" not in real("0.5.23")["choices"]
+def report(**overrides):
+    found = {"version": "0.5.23", "options": ["--help", "--model-path", "--speculative-algorithm"],
+             "choices": {}, "algorithm_help": None}
+    found.update(overrides)
+    return found
 
 
-@pytest.mark.parametrize("release, old_mamba_alias", [("0.5.14", True), ("0.5.19", True), ("0.5.23", False)])
-def test_real_window_and_mamba_flag_names(release, old_mamba_alias):
-    accepted = real(release)
-    assert "--speculative-draft-window-size" in accepted["options"]
-    # The 0.5.11 window name is a hidden alias until 0.5.19: --help never shows it.
-    assert "--speculative-dflash-draft-window-size" not in accepted["options"]
-    assert accepted["choices"]["--mamba-radix-cache-strategy"] == [
-        "auto", "extra_buffer", "extra_buffer_lazy", "no_buffer"]
-    assert ("--mamba-scheduler-strategy" in accepted["options"]) is old_mamba_alias
-    assert {"--speculative-num-draft-tokens", "--speculative-dflash-block-size",
-            "--speculative-draft-model-path", "--page-size", "--enable-metrics"} <= set(accepted["options"])
+def test_algorithms_from_choices_as_0_5_9_declares_them():
+    # python/sglang/srt/server_args.py of 0.5.9: choices=["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"]
+    fact = accepted(report(choices={"--speculative-algorithm": ["EAGLE", "EAGLE3", "NEXTN", "NGRAM", "STANDALONE"]},
+                           algorithm_help="Speculative algorithm."))
+    assert fact["speculative_algorithms"] == ["EAGLE", "EAGLE3", "NEXTN", "NGRAM", "STANDALONE"]
+    assert fact["ddtree"] is None
 
 
-@pytest.mark.parametrize("release", RELEASES)
-def test_real_aliases_choices_and_short_options(release):
-    accepted = real(release)
-    options = accepted["options"]
-    assert options == sorted(options) and all(option.startswith("--") for option in options)
-    assert "-h" not in options and "--help" in options
-    # "--tensor-parallel-size TENSOR_PARALLEL_SIZE, --tp-size TENSOR_PARALLEL_SIZE"
-    assert {"--tensor-parallel-size", "--tp-size"} <= set(options)
-    backends = accepted["choices"]["--attention-backend"]
-    assert {"fa3", "flashinfer", "triton", "trtllm_mha"} <= set(backends)
-    # Sentences of help text that mention a flag never make one up: every option found sits on
-    # an invocation line of the option list.
-    text = (HELP / ("sglang-%s.txt" % release)).read_text()
-    invocations = [line for line in text.splitlines() if line.startswith("  -")]
-    for option in options:
-        assert any(option in line for line in invocations), option
+def test_algorithms_from_the_help_as_0_5_14_to_0_5_23_name_them():
+    # python/sglang/srt/arg_groups/fields/spec.py of 0.5.23 (server_args.py up to 0.5.19).
+    fact = accepted(report(algorithm_help="Speculative algorithm. Builtins: EAGLE, EAGLE3, NEXTN, STANDALONE, "
+                                          "NGRAM, DFLASH, DSPARK, UNO. Or any name registered via "
+                                          "`SpeculativeAlgorithm.register`."))
+    assert fact["speculative_algorithms"] == ["DFLASH", "DSPARK", "EAGLE", "EAGLE3", "NEXTN", "NGRAM",
+                                              "STANDALONE", "UNO"]
 
 
-def test_wrapped_choices_and_mentions_in_sentences():
-    text = """usage: sglang serve [-h] [--attention-backend {triton,flashinfer,
-                    fa3}]
-
-options:
-  -h, --help            show this help message and exit
-  --attention-backend {triton,flashinfer,
-    fa3}
-                        Choose the kernels. See also --prefill-attention-backend
-                        and --decode-attention-backend.
-  --speculative-num-draft-tokens N, --speculative-dflash-block-size N
-                        Block size.
-  --speculative-algorithm {EAGLE,dflash,DDTREE}
-                        Speculative algorithm.
-
-Group:
-  Some description that says --not-an-option.
-  --enable-metrics      Enable metrics.
-"""
-    accepted = parse_help(text)
-    assert accepted["options"] == ["--attention-backend", "--enable-metrics", "--help",
-                                   "--speculative-algorithm", "--speculative-dflash-block-size",
-                                   "--speculative-num-draft-tokens"]
-    assert accepted["choices"]["--attention-backend"] == ["fa3", "flashinfer", "triton"]
-    assert accepted["speculative_algorithms"] == ["DDTREE", "DFLASH", "EAGLE"]
-    assert accepted["ddtree"] == "algorithm"
+def test_the_budget_option_of_pull_request_29907_means_ddtree_even_when_the_help_does_not_name_it():
+    fact = accepted(report(options=["--model-path", "--speculative-ddtree-budget"],
+                           algorithm_help="Speculative algorithm. Builtins: EAGLE, DFLASH. Or any name."))
+    assert fact["ddtree"] == "algorithm" and "DDTREE" in fact["speculative_algorithms"]
 
 
-def test_metavar_printed_once_for_all_aliases():
-    # Python 3.13 writes "-s, --strategy {a,b}" instead of repeating the metavar.
-    accepted = parse_help("options:\n  --old, --new {a,b}  Strategy.\n")
-    assert accepted["choices"] == {"--new": ["a", "b"], "--old": ["a", "b"]}
+def test_the_fork_flag_means_ddtree_through_dflash():
+    fact = accepted(report(options=["--model-path", "--speculative-dflash-enable-ddtree"],
+                           algorithm_help="Speculative algorithm. Builtins: DFLASH. Or any name."))
+    assert fact["ddtree"] == "dflash_flag" and "DDTREE" not in fact["speculative_algorithms"]
 
 
-def test_text_without_options_is_refused():
-    with pytest.raises(ValueError, match="not argparse --help"):
-        parse_help("Traceback (most recent call last):\n  File x\nImportError: no torch\n")
+@pytest.mark.parametrize("bad, message", [({}, "no version"), (report(version=""), "no version"),
+                                          (["--model-path"], "no version"),
+                                          (report(options=["--help"]), "no --model-path: not SGLang's server parser")])
+def test_a_report_that_is_not_sglangs_parser_is_refused(bad, message):
+    with pytest.raises(ValueError, match=message):
+        accepted(bad)
 
 
-@pytest.mark.parametrize("text, version", [("0.5.23\n", "0.5.23"), ("warning\n0.5.24.dev3+g1234\n", "0.5.24.dev3+g1234")])
-def test_version(text, version):
-    assert parse_version(text) == version
+@pytest.mark.parametrize("release", REAL)
+def test_real_releases_offer_what_their_sources_declare(release):
+    fact = real(release)
+    assert fact["version"] == release
+    assert fact["ddtree"] is None and "DDTREE" not in fact["speculative_algorithms"]
+    # DFLASH is upstream since 0.5.11 (docs: /work/shared/reference/sglang-dflash-ddtree.md).
+    assert ("DFLASH" in fact["speculative_algorithms"]) is (release != "0.5.9")
+    assert ("--speculative-algorithm" in fact["choices"]) is (release == "0.5.9")
+    assert {"--tensor-parallel-size", "--tp-size", "--page-size", "--enable-metrics",
+            "--speculative-num-draft-tokens"} <= set(fact["options"])
+    assert {"fa3", "flashinfer", "triton"} <= set(fact["choices"]["--attention-backend"])
 
 
-@pytest.mark.parametrize("text", ["", "PackageNotFoundError: sglang\n"])
-def test_version_refuses_what_is_not_one(text):
-    with pytest.raises(ValueError):
-        parse_version(text)
-
-
-@pytest.fixture(scope="module")
-def double_help(tmp_path_factory):
-    root = tmp_path_factory.mktemp("double")
-    return {profile: double.launch_server_help(double.install(profile, root))
-            for profile in ("v0.5.13", "v0.5.23", "ddtree-pr29907", "fork-ddtree-flag")}
-
-
-def test_double_ddtree_build(double_help):
-    accepted = parse_help(double_help["ddtree-pr29907"])
-    assert accepted["ddtree"] == "algorithm"
-    assert {"DDTREE", "DFLASH"} <= set(accepted["speculative_algorithms"])
-    assert "--speculative-ddtree-budget" in accepted["options"]
-
-
-def test_double_fork_build(double_help):
-    accepted = parse_help(double_help["fork-ddtree-flag"])
-    assert accepted["ddtree"] == "dflash_flag"
-    assert "DDTREE" not in accepted["speculative_algorithms"]
-
-
-def test_double_release_builds(double_help):
-    new = parse_help(double_help["v0.5.23"])
-    old = parse_help(double_help["v0.5.13"])
-    assert new["ddtree"] is None and old["ddtree"] is None
-    assert "--mamba-radix-cache-strategy" in new["options"]
-    assert "--mamba-scheduler-strategy" not in new["options"]
-    assert "--mamba-scheduler-strategy" in old["options"]
-    assert "--mamba-radix-cache-strategy" not in old["options"]
-    assert "DFLASH" in old["speculative_algorithms"] and "UNO" not in old["speculative_algorithms"]
-
-
-@pytest.mark.parametrize("profile", ["v0.5.13", "ddtree-pr29907"])
-def test_double_help_reads_the_same_at_any_width(tmp_path, profile):
-    site = double.install(profile, tmp_path)
-    assert parse_help(double.launch_server_help(site, columns=60)) == parse_help(
-        double.launch_server_help(site, columns=200))
+@pytest.mark.parametrize("release, window, old_window, mamba, old_mamba", [
+    ("0.5.9", False, False, False, True),
+    ("0.5.14", True, True, True, True),
+    ("0.5.19", True, True, True, True),
+    ("0.5.21", True, False, True, False),
+    ("0.5.23", True, False, True, False),
+])
+def test_real_window_and_mamba_flag_names(release, window, old_window, mamba, old_mamba):
+    # The 0.5.11 window name and the 0.5.13 mamba name stay aliases until 0.5.19, gone in 0.5.20.
+    options = set(real(release)["options"])
+    assert ("--speculative-draft-window-size" in options) is window
+    assert ("--speculative-dflash-draft-window-size" in options) is old_window
+    assert ("--mamba-radix-cache-strategy" in options) is mamba
+    assert ("--mamba-scheduler-strategy" in options) is old_mamba

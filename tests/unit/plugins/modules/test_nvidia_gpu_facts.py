@@ -240,14 +240,6 @@ def test_the_nvidia_smi_double_reads_like_the_real_host(host, monkeypatch):
     def run(*args):
         return subprocess.run([str(smi)] + list(args), capture_output=True, text=True, check=True).stdout
     assert _nvidia.parse_smi_version(run("--version")) == _nvidia.parse_smi_version(real("nvidia-smi-version.txt"))
-    table = _nvidia.parse_smi_table(run())
-    real_table = _nvidia.parse_smi_table(real("nvidia-smi.txt"))
-    real_table["gpus"][0]["persistence_mode"] = False
-    assert table == real_table
-    xml = _nvidia.parse_smi_xml(run("-q", "-x"))
-    real_xml = _nvidia.parse_smi_xml(real("nvidia-smi-q.xml"))
-    real_xml["gpus"][0]["persistence_mode"] = False
-    assert xml == real_xml
     fields = ["driver_version", "name", "compute_cap", "memory.total"]
     assert _nvidia.parse_query_csv(run("--query-gpu=" + ",".join(fields), "--format=csv,noheader,nounits"), fields) == \
         _nvidia.parse_query_csv(real("nvidia-smi-query-noheader-nounits.csv"), fields)

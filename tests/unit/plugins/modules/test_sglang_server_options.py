@@ -1,5 +1,5 @@
 """sglang_server_options run as Ansible runs it (a process reading an args file) against the
-SGLang test double laid out at each profile. (tests/integration/test_argv_real_parser.py runs it
+SGLang test double laid out at each profile (its ServerArgs.add_cli_args). (tests/integration/test_argv_real_parser.py runs it
 against the real releases.)"""
 import pathlib
 import sys
@@ -46,8 +46,8 @@ def test_check_mode_reads_the_same(tmp_path):
 def test_interpreter_without_sglang(tmp_path):
     result = run_module(tmp_path, {"python": sys.executable})
     assert result["failed"] is True
-    assert "reading the SGLang version failed" in result["msg"]
-    assert "sglang" in result["msg"]
+    assert "reading the SGLang argument parser with %s failed" % sys.executable in result["msg"]
+    assert "No module named 'sglang'" in result["msg"]
 
 
 def test_missing_interpreter(tmp_path):
@@ -56,33 +56,28 @@ def test_missing_interpreter(tmp_path):
     assert "is not an executable interpreter" in result["msg"]
 
 
-def misbehaving_sglang(site, launch_server):
-    """An installed-looking sglang 0.5.23 whose launch_server runs the given code."""
-    (site / "sglang").mkdir(parents=True)
+def misbehaving_sglang(site, server_args):
+    """An installed-looking sglang 0.5.23 whose sglang.srt.server_args runs the given code."""
+    (site / "sglang" / "srt").mkdir(parents=True)
     (site / "sglang" / "__init__.py").write_text("")
-    (site / "sglang" / "launch_server.py").write_text(launch_server)
+    (site / "sglang" / "srt" / "__init__.py").write_text("")
+    (site / "sglang" / "srt" / "server_args.py").write_text(server_args)
     info = site / "sglang-0.5.23.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.23\n")
     return site
 
 
-def test_help_that_hangs_hits_the_timeout(tmp_path):
-    site = misbehaving_sglang(tmp_path / "hang", "import time\ntime.sleep(60)\n")
-    result = run_module(tmp_path, {"python": sys.executable, "timeout": 2}, [site])
+@pytest.mark.parametrize("server_args, timeout, message", [
+    ("import time\ntime.sleep(60)\n", 2, "took longer than 2 s"),
+    ("raise SystemExit('No module named torch')\n", 300, "failed with exit code 1: No module named torch"),
+    # argparse's own --help is all such a parser holds.
+    ("class ServerArgs:\n    @staticmethod\n    def add_cli_args(parser):\n        pass\n", 300,
+     "could not read what SGLang accepts: the parser has no --model-path"),
+    ("import os\nprint('Segmentation fault')\nos._exit(0)\n", 300, "printed no report: Segmentation fault"),
+], ids=["import-hangs", "import-fails", "not-sglangs-parser", "no-report"])
+def test_a_misbehaving_build_fails_clearly(tmp_path, server_args, timeout, message):
+    site = misbehaving_sglang(tmp_path / "site", server_args)
+    result = run_module(tmp_path, {"python": sys.executable, "timeout": timeout}, [site])
     assert result["failed"] is True
-    assert "took longer than 2 s" in result["msg"]
-
-
-def test_help_that_fails_reports_its_error(tmp_path):
-    site = misbehaving_sglang(tmp_path / "crash", "raise SystemExit('No module named torch')\n")
-    result = run_module(tmp_path, {"python": sys.executable}, [site])
-    assert result["failed"] is True
-    assert "--help failed with exit code 1: No module named torch" in result["msg"]
-
-
-def test_broken_help_output_fails_clearly(tmp_path):
-    site = misbehaving_sglang(tmp_path / "broken", "print('Segmentation fault')\n")
-    result = run_module(tmp_path, {"python": sys.executable}, [site])
-    assert result["failed"] is True
-    assert "could not read what SGLang accepts" in result["msg"]
+    assert message in result["msg"]

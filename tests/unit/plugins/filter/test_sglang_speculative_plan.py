@@ -1,26 +1,24 @@
-"""sglang_argv for every algorithm x build profile x failure, with facts read from real --help
-output (releases 0.5.14, 0.5.19, 0.5.23) and from the test double's profiles."""
+"""sglang_speculative_plan for every algorithm x build x failure, with facts read from the parser
+objects of real releases (tests/fixtures/sglang_parser/) and of the test double's profiles."""
+import json
 import pathlib
 import sys
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.pro6000.inference.plugins.filter.sglang_argv import (
+from ansible_collections.pro6000.inference.plugins.filter.sglang_speculative_plan import (
     FilterModule,
-    sglang_argv,
     sglang_speculative_plan,
 )
-from ansible_collections.pro6000.inference.plugins.filter.sglang_speculative_plan import (
-    FilterModule as PlanFilters,
-)
-from ansible_collections.pro6000.inference.plugins.module_utils._sglang_options import parse_help
 
 TESTS = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(TESTS / "oracle"))
 import double  # noqa: E402
 
-REAL = ("0.5.14", "0.5.19", "0.5.23")
+REAL = ("0.5.9", "0.5.14", "0.5.19", "0.5.21", "0.5.23")
+# Releases with DFLASH (upstream since 0.5.11) but no DDTree.
+DFLASH_ONLY = REAL[1:] + ("v0.5.13", "v0.5.23")
 DOUBLE = ("v0.5.13", "v0.5.23", "ddtree-pr29907", "fork-ddtree-flag")
 DRAFTER = {"path": "/srv/models/Qwen3.6-27B-DFlash", "dflash": {"block_size": 16}}
 
@@ -30,12 +28,14 @@ def facts(tmp_path_factory):
     root = tmp_path_factory.mktemp("double")
     found = {}
     for release in REAL:
-        text = (TESTS / "fixtures" / "sglang_help" / ("sglang-%s.txt" % release)).read_text()
-        found[release] = dict(parse_help(text), version=release)
+        found[release] = json.loads((TESTS / "fixtures" / "sglang_parser" / ("sglang-%s.json" % release)).read_text())
     for profile in DOUBLE:
-        found[profile] = dict(parse_help(double.launch_server_help(double.install(profile, root))),
-                              version=double.PROFILES[profile]["version"])
+        found[profile] = double.parser_fact(double.install(profile, root))
     return found
+
+
+def sglang_argv(config, fact, drafter=None):
+    return sglang_speculative_plan(config, fact, drafter)["argv"]
 
 
 def wanted(**overrides):
@@ -63,7 +63,7 @@ def assert_all_accepted(argv, fact):
             assert value in fact["choices"][flag], (flag, value)
 
 
-@pytest.mark.parametrize("build", REAL + DOUBLE)
+@pytest.mark.parametrize("build", DFLASH_ONLY + DOUBLE[2:])
 @pytest.mark.parametrize("draft_length", [8, 16])
 def test_dflash_everywhere(facts, build, draft_length):
     argv = sglang_argv(wanted(draft_length=draft_length, draft_window=2 * draft_length,
@@ -115,35 +115,67 @@ def test_ddtree_on_the_pull_request_build(facts):
     assert_all_accepted(plan["argv"], facts["ddtree-pr29907"])
 
 
-def test_ddtree_budget_follows_the_draft_length_or_the_variable(facts):
-    fact = facts["ddtree-pr29907"]
-    assert pairs(sglang_argv(wanted(algorithm="ddtree", draft_length=8), fact, DRAFTER))[
-        "--speculative-ddtree-budget"] == "7"
-    assert pairs(sglang_argv(wanted(algorithm="ddtree", ddtree_budget=60), fact, DRAFTER))[
-        "--speculative-ddtree-budget"] == "60"
+@pytest.mark.parametrize("draft_length, budget, served", [(8, None, 7), (8, 0, 7), (16, 60, 60), (1, None, 1)])
+def test_ddtree_budget_follows_the_draft_length_or_the_variable(facts, draft_length, budget, served):
+    plan = sglang_speculative_plan(wanted(algorithm="ddtree", draft_length=draft_length, ddtree_budget=budget),
+                                   facts["ddtree-pr29907"], DRAFTER)
+    assert pairs(plan["argv"])["--speculative-ddtree-budget"] == str(served)
+    assert plan["ddtree_budget"] == served and plan["draft_length"] == draft_length
 
 
-def test_ddtree_on_the_fork(facts):
-    argv = sglang_argv(wanted(algorithm="ddtree", draft_length=16), facts["fork-ddtree-flag"], DRAFTER)
-    flags = pairs(argv)
+# The budget equal to the default (both inventories set 15 for draft length 16) is what the fork
+# verifies anyway: it must be served, not refused.
+@pytest.mark.parametrize("draft_length, budget", [(16, None), (16, 0), (16, 15), (8, 7)])
+def test_ddtree_on_the_fork(facts, draft_length, budget):
+    plan = sglang_speculative_plan(wanted(algorithm="ddtree", draft_length=draft_length, ddtree_budget=budget),
+                                   facts["fork-ddtree-flag"], DRAFTER)
+    flags = pairs(plan["argv"])
     assert flags["--speculative-algorithm"] == "DFLASH"
     assert flags["--speculative-dflash-enable-ddtree"] is True
     assert flags["--page-size"] == "1"
     assert "--speculative-ddtree-budget" not in flags
-    assert_all_accepted(argv, facts["fork-ddtree-flag"])
-    with pytest.raises(AnsibleFilterError, match="no DDTree budget flag"):
-        sglang_argv(wanted(algorithm="ddtree", ddtree_budget=20), facts["fork-ddtree-flag"], DRAFTER)
+    assert plan["algorithm"] == "ddtree" and plan["ddtree_budget"] == draft_length - 1
+    assert_all_accepted(plan["argv"], facts["fork-ddtree-flag"])
 
 
-@pytest.mark.parametrize("build", REAL + ("v0.5.13", "v0.5.23"))
-def test_ddtree_without_ddtree_fails_with_the_way_out(facts, build):
+def test_a_budget_the_fork_cannot_serve_is_refused_with_the_way_out(facts):
     with pytest.raises(AnsibleFilterError) as failure:
-        sglang_argv(wanted(algorithm="ddtree"), facts[build], DRAFTER)
-    assert ("this SGLang build has no DDTree: build from a ref that has it, or set algorithm dflash"
+        sglang_argv(wanted(algorithm="ddtree", draft_length=16, ddtree_budget=20), facts["fork-ddtree-flag"], DRAFTER)
+    assert ("offers DDTree through --speculative-dflash-enable-ddtree, which has no budget option: its node "
+            "budget is the draft length - 1 (15); set sglang_service_ddtree_budget (ddtree_budget) to 0 or 15"
             in str(failure.value))
 
 
-@pytest.mark.parametrize("build", REAL + ("v0.5.13", "v0.5.23"))
+@pytest.mark.parametrize("build", DFLASH_ONLY)
+def test_ddtree_without_ddtree_fails_with_the_way_out(facts, build):
+    with pytest.raises(AnsibleFilterError) as failure:
+        sglang_argv(wanted(algorithm="ddtree"), facts[build], DRAFTER)
+    message = str(failure.value)
+    assert "SGLang %s has no DDTree" % facts[build]["version"] in message
+    assert "refs/pull/29907/head" in message
+    assert "set sglang_service_ddtree_fallback_to_dflash (allow_ddtree_fallback) to serve DFLASH" in message
+    assert "set sglang_service_speculative_algorithm (algorithm) to dflash" in message
+
+
+# 0.5.9 has neither DDTree nor DFLASH: advising DFLASH or the fallback would send the operator
+# to a second failure.
+@pytest.mark.parametrize("fallback", [False, True])
+def test_ddtree_on_a_release_without_dflash_names_what_helps(facts, fallback):
+    with pytest.raises(AnsibleFilterError) as failure:
+        sglang_argv(wanted(algorithm="ddtree", allow_ddtree_fallback=fallback), facts["0.5.9"], DRAFTER)
+    message = str(failure.value)
+    assert "SGLang 0.5.9 has neither DDTree nor DFLASH (offers: EAGLE, EAGLE3, NEXTN, NGRAM, STANDALONE)" in message
+    assert "sglang_service_ddtree_fallback_to_dflash (allow_ddtree_fallback) cannot help on this build" in message
+    assert "algorithm) to dflash" not in message and "refs/pull/29907/head" in message
+
+
+def test_dflash_on_a_release_without_it(facts):
+    with pytest.raises(AnsibleFilterError, match=r"SGLang 0.5.9 has no DFLASH .*set sglang_service_speculative_algorithm "
+                                                 r"\(algorithm\) to none"):
+        sglang_argv(wanted(algorithm="dflash"), facts["0.5.9"], DRAFTER)
+
+
+@pytest.mark.parametrize("build", DFLASH_ONLY)
 def test_ddtree_falls_back_to_dflash_when_allowed(facts, build):
     plan = sglang_speculative_plan(wanted(algorithm="ddtree", allow_ddtree_fallback=True,
                                           ddtree_budget=15, draft_length=16),
@@ -221,7 +253,7 @@ def test_draft_length_above_the_trained_block_size(facts):
 
 
 @pytest.mark.parametrize("overrides, message", [
-    ({"ddtree_budget": 0}, "ddtree_budget is 0"),
+    ({"ddtree_budget": -1}, "ddtree_budget is -1"),
     ({"ddtree_budget": 5000}, "ddtree_budget is 5000"),
     ({"page_size": 16}, "DDTree needs page_size 1, got 16"),
 ])
@@ -247,6 +279,5 @@ def test_unknown_flag_in_the_fact_is_never_rendered(facts):
         sglang_argv(wanted(enable_metrics=True), fact, DRAFTER)
 
 
-def test_filters_are_registered():
-    assert FilterModule().filters() == {"sglang_argv": sglang_argv}
-    assert PlanFilters().filters() == {"sglang_speculative_plan": sglang_speculative_plan}
+def test_one_filter_is_registered():
+    assert FilterModule().filters() == {"sglang_speculative_plan": sglang_speculative_plan}
