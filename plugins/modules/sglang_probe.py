@@ -18,8 +18,8 @@ description:
     as options and fails with one precise message per mismatch.
   - Only reads from the server; it never reports a change.
   - The module returns within O(wait_timeout) + O(timeout) seconds whatever the server does
-    (answers slowly, never, or drops connections): every request and retry runs against that
-    bound.
+    (answers slowly, never, or drops connections), since every request and retry runs against
+    that bound.
   - DDTree is reported as algorithm C(DDTREE) both for builds with
     C(--speculative-algorithm DDTREE) and for forks that run DFLASH with
     C(--speculative-dflash-enable-ddtree).
