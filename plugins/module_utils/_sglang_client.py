@@ -93,7 +93,7 @@ class StreamCapture:
     def failure(self):
         """Why this request failed (transport or HTTP status other than 200), or None."""
         if self.error is None and self.status != 200:
-            return "HTTP %d: %s" % (self.status, self.body[:300].decode("utf-8", "replace").strip())
+            return "HTTP %s: %s" % (self.status, self.body[:300].decode("utf-8", "replace").strip())
         return self.error
 
 
