@@ -3,16 +3,17 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """HTTP and server-sent-events client for SGLang servers, on the standard library only.
 
-Shared by the ``sglang_probe`` and ``sglang_bench`` modules. Measurement rules it follows
-(see the collection's benchmark method): one connection per worker, no proxy for loopback,
-``time.perf_counter()`` stamped on every read while a stream runs and all parsing done after
-the stream has ended, so that the client adds as little as possible to what it measures.
+Shared by the ``sglang_probe`` and ``sglang_bench`` modules. One HTTP/1.1 engine carries every
+request, a health check as much as 64 concurrent streams: one selector over one keep-alive
+connection per worker, ``time.perf_counter()`` stamped on every read while requests run and all
+parsing done after they have ended, so that the client adds as little as possible to what it
+measures. Every request runs against a deadline on the same clock, so that a module's time
+options bound its whole run, retries included.
 """
 
 from __future__ import annotations
 
 import base64
-import http.client
 import ipaddress
 import json
 import os
@@ -45,10 +46,9 @@ class SGLangError(Exception):
 class Response:
     """A complete, non-streamed HTTP response."""
 
-    def __init__(self, status, body, headers=None):
+    def __init__(self, status, body):
         self.status = status
         self.body = body
-        self.headers = headers or {}
 
     @property
     def ok(self):
@@ -70,7 +70,7 @@ class StreamCapture:
 
     While the request runs ``reads`` holds the raw bytes off the socket; afterwards
     ``decode_capture`` turns them into the body's pieces (still stamped) and sets ``status``
-    and ``error``; ``parse_stream`` reads the server-sent events from them.
+    and ``error`` (transport failures only); ``failure()`` adds an HTTP error status.
     """
 
     __slots__ = ("index", "t_send", "t_end", "status", "reads", "error", "head_len", "chunked", "complete")
@@ -89,6 +89,12 @@ class StreamCapture:
     @property
     def body(self):
         return b"".join(piece for _stamp, piece in self.reads)
+
+    def failure(self):
+        """Why this request failed (transport or HTTP status other than 200), or None."""
+        if self.error is None and self.status != 200:
+            return "HTTP %s: %s" % (self.status, self.body[:300].decode("utf-8", "replace").strip())
+        return self.error
 
 
 def is_loopback(host):
@@ -114,24 +120,52 @@ def proxy_for(scheme, host):
     return proxy
 
 
+def split_url(url, option):
+    """(scheme, host, port, path) of an http(s) URL; SGLangError naming ``option`` otherwise."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise SGLangError("%s %r is not a valid URL: %s" % (option, url, exc))
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SGLangError("%s must be http(s)://host[:port][/prefix], got %r" % (option, url))
+    if port == 0:
+        raise SGLangError("%s %r: the port must be between 1 and 65535" % (option, url))
+    return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80), parts
+
+
+def check_positive(params, *names):
+    """The first of ``names`` whose value is not a positive number, as an error message."""
+    for name in names:
+        if not params[name] > 0:
+            return "%s must be a positive number of seconds, got %r" % (name, params[name])
+    return None
+
+
+def remaining(deadline, timeout):
+    """Seconds a step may wait: ``timeout``, shortened to what is left before ``deadline``."""
+    if deadline is None:
+        return timeout
+    return min(timeout, deadline - time.perf_counter())
+
+
 class SGLangClient:
-    """Connection settings for one SGLang server; ``connection()`` opens one per worker."""
+    """Connection settings for one SGLang server; ``connection()`` opens one per worker.
+
+    ``timeout`` bounds silence on a connection (connect, TLS, each wait for data); deadlines,
+    ``time.perf_counter()`` values given per call, bound whole requests and their retries.
+    """
 
     def __init__(self, base_url, api_key=None, timeout=30.0, validate_certs=True, ca_path=None,
                  retries=2, retry_delay=0.5):
-        parts = urllib.parse.urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise SGLangError("url must be http(s)://host[:port][/prefix], got %r" % base_url)
+        self.scheme, self.host, self.port, parts = split_url(base_url, "url")
         self.base_url = base_url.rstrip("/")
-        self.scheme = parts.scheme
-        self.host = parts.hostname
-        self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.prefix = parts.path.rstrip("/")
         self.netloc = parts.netloc.rsplit("@", 1)[-1]
         self.timeout = float(timeout)
         self.retries = int(retries)
         self.retry_delay = float(retry_delay)
-        self.headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+        self.headers = {"User-Agent": USER_AGENT}
         if api_key:
             self.headers["Authorization"] = "Bearer %s" % api_key
         self.ssl_context = None
@@ -140,7 +174,15 @@ class SGLangClient:
             if not validate_certs:
                 self.ssl_context.check_hostname = False
                 self.ssl_context.verify_mode = ssl.CERT_NONE
-        self.proxy = proxy_for(self.scheme, self.host)
+        self.proxy = None
+        proxy = proxy_for(self.scheme, self.host)
+        if proxy:
+            scheme, host, port, parts = split_url(proxy, "the %s_proxy environment variable" % self.scheme)
+            credentials = {}
+            if parts.username:
+                token = "%s:%s" % (urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or ""))
+                credentials["Proxy-Authorization"] = "Basic " + base64.b64encode(token.encode()).decode()
+            self.proxy = (host, port, credentials)
 
     def url(self, path):
         return self.base_url + path
@@ -148,26 +190,32 @@ class SGLangClient:
     def connection(self):
         return Connection(self)
 
-    def get(self, path, timeout=None, retries=None):
+    def request(self, method, path, payload=None, deadline=None, retries=0):
+        """One request, read whole; transport failures are retried ``retries`` times while the
+        deadline allows. Any HTTP status returns a Response; a transport failure raises."""
+        attempt = 0
+        while True:
+            captures, _wall = run_requests(self, 1, 1, lambda index: (method, path, payload), deadline=deadline)
+            capture = captures[0]
+            if capture.error is None:
+                return Response(capture.status, capture.body)
+            wait = self.retry_delay * (attempt + 1)
+            if attempt >= retries or (deadline is not None and time.perf_counter() + wait >= deadline):
+                raise SGLangError("%s %s: %s" % (method, self.url(path), capture.error))
+            attempt += 1
+            time.sleep(wait)
+
+    def get(self, path, deadline=None, retries=None):
         """GET with bounded retries on transport failures (GET is idempotent); any status returns."""
-        conn = self.connection()
-        try:
-            return conn.request("GET", path, timeout=timeout,
-                                retries=self.retries if retries is None else retries)
-        finally:
-            conn.close()
+        return self.request("GET", path, deadline=deadline, retries=self.retries if retries is None else retries)
 
-    def post(self, path, payload=None, timeout=None):
+    def post(self, path, payload=None, deadline=None):
         """POST a JSON payload once (no retry: the server may have acted on it)."""
-        conn = self.connection()
-        try:
-            return conn.request("POST", path, payload=payload, timeout=timeout, retries=0)
-        finally:
-            conn.close()
+        return self.request("POST", path, payload=payload, deadline=deadline)
 
-    def get_json(self, path, timeout=None):
+    def get_json(self, path, deadline=None):
         """GET and decode JSON; raise SGLangError naming the URL for a non-2xx status."""
-        response = self.get(path, timeout=timeout)
+        response = self.get(path, deadline=deadline)
         if not response.ok:
             raise SGLangError("GET %s: HTTP %d: %s" % (self.url(path), response.status, response.text()))
         return response.json()
@@ -178,110 +226,75 @@ class Connection:
 
     def __init__(self, client):
         self.client = client
-        self._conn = None
-        self._proxy_headers = {}
-
-    def _open(self, timeout):
-        client = self.client
-        if client.proxy:
-            proxy = urllib.parse.urlsplit(client.proxy)
-            proxy_port = proxy.port or (443 if proxy.scheme == "https" else 80)
-            proxy_headers = {}
-            if proxy.username:
-                token = "%s:%s" % (urllib.parse.unquote(proxy.username), urllib.parse.unquote(proxy.password or ""))
-                proxy_headers["Proxy-Authorization"] = "Basic " + base64.b64encode(token.encode()).decode()
-            if client.scheme == "https":
-                conn = http.client.HTTPSConnection(proxy.hostname, proxy_port, timeout=timeout,
-                                                   context=client.ssl_context)
-                conn.set_tunnel(client.host, client.port, headers=proxy_headers)
-            else:
-                conn = http.client.HTTPConnection(proxy.hostname, proxy_port, timeout=timeout)
-                # A plain-HTTP proxy takes its credentials on every request.
-                self._proxy_headers = proxy_headers
-        else:
-            if client.scheme == "https":
-                conn = http.client.HTTPSConnection(client.host, client.port, timeout=timeout,
-                                                   context=client.ssl_context)
-            else:
-                conn = http.client.HTTPConnection(client.host, client.port, timeout=timeout)
-        conn.connect()
-        conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._conn = conn
-        return conn
-
-    def close(self):
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-    def _target(self, path):
-        client = self.client
-        full = client.prefix + path
-        if client.proxy and client.scheme == "http":
-            # A plain-HTTP proxy wants the absolute URL on the request line.
-            return "%s://%s:%d%s" % (client.scheme, client.host, client.port, full)
-        return full
-
-    def _send(self, method, path, payload, timeout):
-        headers = dict(self.client.headers)
-        body = None
-        if payload is not None:
-            body = json.dumps(payload).encode("utf-8")
-            headers["Content-Type"] = "application/json"
-        conn = self._conn or self._open(timeout)
-        headers.update(self._proxy_headers)
-        conn.timeout = timeout
-        if conn.sock is not None:
-            conn.sock.settimeout(timeout)
-        conn.request(method, self._target(path), body=body, headers=headers)
-        return conn.getresponse()
-
-    def request(self, method, path, payload=None, timeout=None, retries=0):
-        """Send one request and read the whole response; retry transport failures ``retries`` times."""
-        timeout = self.client.timeout if timeout is None else timeout
-        attempt = 0
-        while True:
-            try:
-                resp = self._send(method, path, payload, timeout)
-                body = resp.read()
-                if resp.will_close:
-                    self.close()
-                return Response(resp.status, body, dict(resp.getheaders()))
-            except (OSError, http.client.HTTPException) as exc:
-                self.close()
-                if attempt >= retries:
-                    raise SGLangError("%s %s: %s" % (method, self.client.url(path), _describe(exc, timeout)))
-                attempt += 1
-                time.sleep(self.client.retry_delay * attempt)
+        self.sock = None
 
     def open(self, timeout):
         """Connect now (proxy tunnel and TLS handshake included) and return the socket."""
-        if self._conn is None:
-            self._open(timeout)
-        return self._conn.sock
+        if self.sock is not None:
+            return self.sock
+        client = self.client
+        address = client.proxy[:2] if client.proxy else (client.host, client.port)
+        sock = socket.create_connection(address, timeout=timeout)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if client.proxy and client.scheme == "https":
+                _tunnel(sock, client)
+            if client.ssl_context is not None:
+                sock = client.ssl_context.wrap_socket(sock, server_hostname=client.host)
+        except BaseException:
+            sock.close()
+            raise
+        self.sock = sock
+        return sock
 
-    def raw_request(self, method, path, payload=None, accept="text/event-stream, application/json"):
-        """The bytes of one HTTP/1.1 request, for sending on the raw socket."""
+    def close(self):
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+    def request_bytes(self, method, path, payload=None):
+        """The bytes of one HTTP/1.1 request."""
+        client = self.client
+        target = client.prefix + path
+        headers = dict(client.headers)
+        if client.proxy and client.scheme == "http":
+            # A plain-HTTP proxy wants the absolute URL and its credentials on every request.
+            target = "%s://%s:%d%s" % (client.scheme, client.host, client.port, target)
+            headers.update(client.proxy[2])
         body = json.dumps(payload).encode("utf-8") if payload is not None else b""
-        headers = dict(self.client.headers)
-        headers.update(self._proxy_headers)
-        headers["Host"] = self.client.netloc
-        headers["Accept"] = accept
+        headers["Host"] = client.netloc
+        headers["Accept"] = "text/event-stream, application/json"
         headers["Content-Length"] = str(len(body))
         if payload is not None:
             headers["Content-Type"] = "application/json"
-        head = "%s %s HTTP/1.1\r\n%s\r\n" % (
-            method, self._target(path), "".join("%s: %s\r\n" % item for item in headers.items()))
+        head = "%s %s HTTP/1.1\r\n%s\r\n" % (method, target, "".join("%s: %s\r\n" % item for item in headers.items()))
         return head.encode("latin-1") + body
+
+
+def _tunnel(sock, client):
+    """Ask an HTTP proxy for a tunnel to the server (CONNECT), as https through a proxy needs."""
+    authority = "%s:%d" % (client.host, client.port)
+    if ":" in client.host:
+        authority = "[%s]:%d" % (client.host, client.port)
+    headers = dict(client.proxy[2], Host=authority)
+    sock.sendall(("CONNECT %s HTTP/1.1\r\n%s\r\n" % (
+        authority, "".join("%s: %s\r\n" % item for item in headers.items()))).encode("latin-1"))
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        data = sock.recv(4096)
+        if not data:
+            raise ConnectionError("the proxy closed the connection during CONNECT")
+        answer += data
+        if len(answer) > HEAD_LIMIT:
+            raise ConnectionError("the proxy's answer to CONNECT is too long")
+    status_line = answer.split(b"\r\n", 1)[0].decode("latin-1")
+    if status_line.split(" ")[1:2] != ["200"]:
+        raise ConnectionError("the proxy refused the tunnel to %s: %s" % (authority, status_line))
 
 
 def _describe(exc, timeout):
     if isinstance(exc, (socket.timeout, TimeoutError)):
         return "no data within %.1f s (timed out)" % timeout
-    if isinstance(exc, http.client.IncompleteRead):
-        return "stream truncated: connection closed mid-response"
-    if isinstance(exc, http.client.RemoteDisconnected):
-        return "server closed the connection without a response"
     if isinstance(exc, ssl.SSLError):
         return "TLS error: %s" % exc
     return "%s: %s" % (type(exc).__name__, exc)
@@ -310,7 +323,7 @@ def _read_head(exchange):
     end = raw.find(b"\r\n\r\n")
     if end < 0:
         if len(raw) > HEAD_LIMIT:
-            raise http.client.HTTPException("response headers longer than %d bytes" % HEAD_LIMIT)
+            raise ValueError("response headers longer than %d bytes" % HEAD_LIMIT)
         return False
     lines = raw[:end].decode("latin-1").split("\r\n")
     version, status = lines[0].split(" ", 2)[:2]
@@ -390,8 +403,6 @@ def decode_capture(capture):
     capture.reads = body
     if capture.error is None and not capture.complete:
         capture.error = "stream truncated: connection closed mid-response"
-    if capture.error is None and capture.status != 200:
-        capture.error = "HTTP %d: %s" % (capture.status, capture.body[:300].decode("utf-8", "replace").strip())
     return capture
 
 
@@ -403,9 +414,10 @@ def run_requests(client, workers, per_worker, request_for, timeout=None, deadlin
     gives (method, path, payload) for request ``index`` (worker + round x workers). One
     selector serves every connection: a read costs one recv and one perf_counter stamp, and
     all parsing waits until everything has finished, so the client stays out of the way of
-    what it measures. ``timeout`` bounds silence on a connection; ``deadline`` (perf_counter)
-    bounds the whole run. ``total`` caps the number of requests below workers x per_worker.
-    Failures are recorded in the captures, never raised.
+    what it measures. ``timeout`` bounds silence on a connection (the client's by default);
+    ``deadline`` (perf_counter) bounds the whole run, connecting included. ``total`` caps the
+    number of requests below workers x per_worker. Failures are recorded in the captures,
+    never raised.
 
     Returns (decoded captures in completion order, wall seconds from the first send to the
     last completion).
@@ -434,27 +446,36 @@ def run_requests(client, workers, per_worker, request_for, timeout=None, deadlin
 
     def send(exchange, index):
         method, path, payload = request_for(index)
-        failure = None
-        # A second attempt covers a kept-alive connection that the server closed meanwhile.
-        for _attempt in range(2):
+        if exchange.worker in open_failures:
+            failure, wait = open_failures.pop(exchange.worker)
+            raise SGLangError(_describe(failure, wait))
+        while True:
+            wait = remaining(deadline, timeout)
+            if wait <= 0:
+                raise SGLangError("deadline reached before the request was sent")
+            reused = exchange.connection.sock is not None
             try:
-                sock = exchange.connection.open(timeout)
-                data = exchange.connection.raw_request(method, path, payload)
-                sock.settimeout(timeout)
+                sock = exchange.connection.open(wait)
+                data = exchange.connection.request_bytes(method, path, payload)
+                sock.settimeout(wait)
                 exchange.capture.t_send = exchange.last_io = perf_counter()
                 sock.sendall(data)
                 sock.setblocking(False)
                 return sock
-            except (OSError, http.client.HTTPException) as exc:
+            except (OSError, ValueError) as exc:
                 exchange.connection.close()
-                failure = exc
-        raise SGLangError(_describe(failure, timeout))
+                # A kept-alive connection the server closed meanwhile gets one new connection.
+                if not reused:
+                    raise SGLangError(_describe(exc, wait))
 
-    for connection in connections:
+    open_failures = {}  # worker -> (exception, seconds allowed) of the connection opened up front
+    for worker, connection in enumerate(connections):
+        wait = max(remaining(deadline, timeout), 0.001)
         try:
-            connection.open(timeout)
-        except (OSError, http.client.HTTPException):
-            connection.close()  # the first send reconnects and records the failure
+            connection.open(wait)
+        except (OSError, ValueError) as exc:
+            connection.close()
+            open_failures[worker] = (exc, wait)
     start = perf_counter()
     next_check = start + IDLE_CHECK_S
     try:
@@ -507,7 +528,7 @@ def run_requests(client, workers, per_worker, request_for, timeout=None, deadlin
                 if capture.head_len is None:
                     try:
                         done = _read_head(exchange)
-                    except (ValueError, IndexError, http.client.HTTPException) as exc:
+                    except (ValueError, IndexError) as exc:
                         finish(exchange, now, "malformed response: %s" % exc)
                         continue
                 elif capture.chunked:
@@ -525,7 +546,7 @@ def run_requests(client, workers, per_worker, request_for, timeout=None, deadlin
             if deadline is not None and now >= deadline:
                 # Requests not sent yet are recorded as failed by the loop above.
                 for exchange in list(active.values()):
-                    finish(exchange, now, "deadline reached while streaming")
+                    finish(exchange, now, "deadline reached while waiting for the answer")
             elif now >= next_check:
                 next_check = now + IDLE_CHECK_S
                 for exchange in list(active.values()):
@@ -539,6 +560,11 @@ def run_requests(client, workers, per_worker, request_for, timeout=None, deadlin
             connection.close()
     wall = (max(c.t_end for c in finished) - start) if finished else 0.0
     return [decode_capture(capture) for capture in finished], wall
+
+
+# How a stream's decode speed got its first event's token count.
+DECODE_COUNTS_PER_EVENT = "per_event_counts"
+DECODE_PREFILL_TOKEN = "prefill_token"
 
 
 class StreamResult:
@@ -571,14 +597,21 @@ class StreamResult:
         return self.t_end - self.t_send
 
     @property
+    def decode_method(self):
+        return DECODE_COUNTS_PER_EVENT if self.counts_per_chunk else DECODE_PREFILL_TOKEN
+
+    @property
     def decode_tps(self):
-        """(n_out - n_first) / (t_last - t_first): independent of how tokens are split into chunks."""
+        """(n_out - n_first) / (t_last - t_first): independent of how tokens are split into chunks.
+
+        n_first is the count the first content event carried when every event carries the
+        server's cumulative count; otherwise it is 1, the token the prefill committed, which
+        SGLang streams alone as soon as a request holds it (``len(req.output_ids) == 1`` in the
+        scheduler's ``stream_output_generation``).
+        """
         if self.n_out is None or self.content_chunks < 2 or self.t_last <= self.t_first:
             return None
-        n_first = self.n_first
-        if n_first is None:
-            # The server gave only a final count: assume the first chunk was an average one.
-            n_first = self.n_out / float(self.content_chunks)
+        n_first = self.n_first if self.counts_per_chunk else 1
         return (self.n_out - n_first) / (self.t_last - self.t_first)
 
     @property
@@ -637,14 +670,14 @@ def parse_stream(capture):
     """Turn a StreamCapture into a StreamResult (OpenAI chunks and native /generate events).
 
     Content chunks are those with text (``delta.content``, ``delta.reasoning_content``,
-    ``text``); role-only deltas and usage-only chunks are not content. Token counts come from
-    the server: ``usage.completion_tokens`` or ``meta_info.completion_tokens``.
+    ``text``); role-only deltas, finish-only and usage-only chunks are not content. Token
+    counts come from the server: ``usage.completion_tokens`` or ``meta_info.completion_tokens``.
     """
     result = StreamResult()
     result.status = capture.status
     result.t_send = capture.t_send
     result.t_end = capture.t_end
-    error = capture.error
+    error = capture.failure()
     previous_count = 0
     count_at_last_content = None
     for stamp, data in iter_sse_events(capture.reads):
@@ -705,7 +738,7 @@ def parse_stream(capture):
             result.n_out = count
     if not result.counts_per_chunk:
         result.n_first = None
-    if error is None and capture.status == 200 and not result.done:
+    if error is None and not result.done:
         error = "stream truncated: ended without data: [DONE]"
     if error is None and result.n_out is None:
         error = "the server reported no completion token count"
@@ -714,13 +747,13 @@ def parse_stream(capture):
     return result
 
 
-def fetch_server_info(client):
+def fetch_server_info(client, deadline=None):
     """GET /server_info, falling back to the deprecated /get_server_info; returns (path, info)."""
-    response = client.get("/server_info")
     path = "/server_info"
+    response = client.get(path, deadline=deadline)
     if response.status in (404, 405):
         path = "/get_server_info"
-        response = client.get(path)
+        response = client.get(path, deadline=deadline)
     if not response.ok:
         raise SGLangError("GET %s: HTTP %d: %s" % (client.url(path), response.status, response.text()))
     return path, response.json()

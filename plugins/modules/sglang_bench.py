@@ -20,14 +20,28 @@ description:
     released together, acceptance length through C(/generate) when speculating, and a
     cross-check of C(sglang:generation_tokens_total) from C(/metrics) when the server has
     metrics on."
-  - Tokens are counted by the server (C(usage.completion_tokens) with continuous usage
-    statistics, C(meta_info.completion_tokens)), never by counting stream chunks.
-    Per-stream decode speed is (n_out - n_first) / (t_last - t_first).
+  - Tokens are counted by the server (C(usage.completion_tokens), C(meta_info.completion_tokens)),
+    never by counting stream chunks. Per-stream decode speed is (n_out - n_first) / (t_last - t_first),
+    from the first to the last event that carried text, and does not depend on how the tokens
+    are split into events.
+  - "n_first, the tokens of the first event, comes from the server's cumulative count in that
+    event when every event carries one (the module asks for
+    C(stream_options: {include_usage: true, continuous_usage_stats: true}), which SGLang
+    honours); a level reports this as C(decode_method=per_event_counts). A server that sends
+    usage only at the end gets n_first = 1, the token the prefill committed, which SGLang
+    streams alone (C(decode_method=prefill_token)). The first event's size is never guessed
+    from an average."
   - The throughput phases stream C(/v1/chat/completions) at temperature 0 with C(ignore_eos)
     and a fixed O(max_tokens); every request must return exactly O(max_tokens) tokens.
-  - Acceptance length is sum(completion_tokens) / sum(spec_verify_ct) over the acceptance
-    requests (token-weighted); the per-request mean and the server's own
-    C(avg_spec_accept_length) are recorded next to it but not gated on.
+  - "Acceptance length is the tokens committed by verify steps per verify step over the
+    acceptance requests, sum(completion_tokens - 1) / sum(spec_verify_ct): the first token
+    comes from the prefill, not from a verify step. It measures what the server's own
+    C(avg_spec_accept_length) measures (committed tokens per verify step), but over exactly
+    the measured requests; that server figure is cumulative since start or the last
+    C(/flush_cache), lags by up to the decode log interval and is recorded next to it, not
+    gated on. SGLang's per-request C(spec_accept_length) is completion_tokens / spec_verify_ct,
+    the prefill token included, so it is larger by 1/spec_verify_ct; their mean (what z-lab's
+    benchmark reports) is recorded as C(per_request_mean)."
   - Prompts are fixed natural-language prompts shipped with the module, since acceptance
     depends on content.
   - The module never reports a change. A failed gate fails the task with a message naming
@@ -45,13 +59,18 @@ options:
     type: str
   timeout:
     description:
-      - Upper bound in seconds for the whole run. Phases not started by then are skipped and
-        requests still running are cut off and counted as failed, which fails the run.
+      - Upper bound in seconds on the whole run, preflight, retries, cache flush and every read
+        of C(/metrics) and C(/server_info) included; the module returns by then whatever the
+        server does. Phases not started by then are skipped and requests still running are cut
+        off and counted as failed, which fails the run.
+      - Must be positive.
     type: float
     default: 180
   request_timeout:
     description:
-      - Seconds to wait for any answer or for the next piece of a stream.
+      - Seconds a request may wait for any answer or for the next piece of a stream; never
+        longer than what is left of O(timeout).
+      - Must be positive.
     type: float
     default: 60
   concurrency:
@@ -106,17 +125,17 @@ options:
   min_decode_tps:
     description:
       - Floor for the median per-stream decode speed at concurrency 1, in tokens per second.
-      - Unset records the value without gating on it.
+      - Unset records the value without gating on it. Must not be negative.
     type: float
   min_output_tps:
     description:
       - Floor for the aggregate output tokens per second at concurrency O(concurrency).
-      - Unset records the value without gating on it.
+      - Unset records the value without gating on it. Must not be negative.
     type: float
   min_acceptance_length:
     description:
       - Floor for the acceptance length when speculating. Unset still requires that the
-        server reports one.
+        server reports one. Must not be negative.
     type: float
   flush_cache:
     description:
@@ -168,7 +187,10 @@ result:
     - C(levels) has one entry per concurrency level with C(requests), C(successes), C(failures),
       C(errors), C(wall_s), C(output_tps), C(total_tps), C(achieved_concurrency),
       C(ttft_s), C(decode_tps), C(tokens_per_chunk) (each a distribution with C(count),
-      C(min), C(p50), C(p90), C(p99), C(max), C(mean)), C(token_counts) and C(length_mismatches).
+      C(min), C(p50), C(p90), C(p99), C(max), C(mean)), C(decode_method) (C(per_event_counts),
+      C(prefill_token) or C(mixed), see the description) and C(length_mismatches).
+    - C(acceptance) has C(value), C(method), C(per_request_mean), C(server_avg_spec_accept_length),
+      C(completion_tokens), C(prefill_tokens), C(spec_verify_ct) and the request counts.
     - C(gates) has one entry per gate with C(name), C(value), C(floor), C(passed) and C(detail).
   returned: always
   type: dict
@@ -177,7 +199,7 @@ result:
     passed: true
     server: {url: http://127.0.0.1:30000, model: Qwen3.6-27B, version: 0.5.23,
              speculative: {algorithm: DFLASH, num_draft_tokens: 16}}
-    acceptance: {value: 6.7, method: sum(completion_tokens)/sum(spec_verify_ct)}
+    acceptance: {value: 6.7, method: sum(completion_tokens - 1)/sum(spec_verify_ct), per_request_mean: 6.72}
     gates: [{name: decode_tps_c1, value: 142.1, floor: 60, passed: true, detail: median of 3}]
 result_file:
   description: Where the result was written, and whether it was (not in check mode).
@@ -198,6 +220,7 @@ from ansible_collections.pro6000.inference.plugins.module_utils._sglang_client i
     SERVER_ARGUMENT_SPEC,
     SGLangClient,
     SGLangError,
+    check_positive,
     fetch_server_info,
     parse_stream,
     run_requests,
@@ -255,6 +278,12 @@ def chat_payload(model, index, max_tokens):
     }
 
 
+def decode_method(results):
+    """How the decode speeds of ``results`` got their first event's token count."""
+    methods = set(r.decode_method for r in results if r.decode_tps is not None)
+    return methods.pop() if len(methods) == 1 else ("mixed" if methods else None)
+
+
 def stream_level(client, model, workers, per_worker, max_tokens, deadline, request_timeout):
     """``workers`` streams released together, each sending ``per_worker`` requests in turn."""
     captures, wall = run_requests(
@@ -289,15 +318,15 @@ def level_summary(phase, concurrency, results, wall, max_tokens):
         "ttft_s": summarise(r.ttft for r in ok),
         "decode_tps": summarise(r.decode_tps for r in ok),
         "tokens_per_chunk": summarise(r.tokens_per_chunk for r in ok),
-        "token_counts": "per_chunk" if all(r.counts_per_chunk for r in ok) else "final_only",
+        "decode_method": decode_method(ok),
         "length_mismatches": [r.n_out for r in ok if r.n_out != max_tokens],
     }
 
 
-def read_generation_tokens(client):
+def read_generation_tokens(client, deadline):
     """Sum of sglang:generation_tokens_total over all label sets, or None without /metrics."""
     try:
-        response = client.get("/metrics", retries=0)
+        response = client.get("/metrics", deadline=deadline.at, retries=0)
     except SGLangError:
         return None
     if response.status != 200:
@@ -313,8 +342,8 @@ def read_generation_tokens(client):
 
 def acceptance_answer(capture):
     """completion_tokens and spec_verify_ct of one /generate answer, or its error."""
-    if capture.error:
-        return {"error": capture.error}
+    if capture.failure():
+        return {"error": capture.failure()}
     try:
         body = json.loads(capture.body)
     except ValueError as exc:
@@ -339,15 +368,18 @@ def measure_acceptance(client, model, params, deadline):
     counted = [a for a in answers if "error" not in a and a["completion_tokens"] and a["spec_verify_ct"]]
     tokens = sum(a["completion_tokens"] for a in counted)
     steps = sum(a["spec_verify_ct"] for a in counted)
+    # SGLang's per-request spec_accept_length: completion_tokens / spec_verify_ct.
     ratios = [a["completion_tokens"] / float(a["spec_verify_ct"]) for a in counted]
     return {
-        "value": tokens / float(steps) if steps else None,
-        "method": "sum(completion_tokens)/sum(spec_verify_ct) over /generate requests (token-weighted)",
+        "value": (tokens - len(counted)) / float(steps) if steps else None,
+        "method": "sum(completion_tokens - 1)/sum(spec_verify_ct) over /generate requests: tokens committed "
+                  "by verify steps per verify step, the prefill's token excluded (token-weighted)",
         "per_request_mean": sum(ratios) / len(ratios) if ratios else None,
         "requests": len(answers),
         "with_spec_counts": len(counted),
         "errors": errors[:5],
         "completion_tokens": tokens,
+        "prefill_tokens": len(counted),
         "spec_verify_ct": steps,
         "wall_s": round(wall, 4),
     }
@@ -384,11 +416,11 @@ def run_benchmark(client, params):
     }
     gates = result["gates"]
     try:
-        health = client.get("/health")
+        health = client.get("/health", deadline=deadline.at)
         if health.status != 200:
             raise SGLangError("GET %s: HTTP %d: %s" % (client.url("/health"), health.status, health.text()))
-        models = client.get_json("/v1/models").get("data") or []
-        info_path, info = fetch_server_info(client)
+        models = client.get_json("/v1/models", deadline=deadline.at).get("data") or []
+        info_path, info = fetch_server_info(client, deadline.at)
     except SGLangError as exc:
         gates.append(gate("preflight", str(exc), "server healthy and answering", False, "phase 0"))
         return finish(result, started)
@@ -415,10 +447,10 @@ def run_benchmark(client, params):
             result["warmup"] = {"requests": len(warm), "successes": sum(1 for r in warm if r.ok)}
         elif phase == "flush" and params["flush_cache"]:
             try:
-                result["flush_status"] = client.post("/flush_cache").status
+                result["flush_status"] = client.post("/flush_cache", deadline=deadline.at).status
             except SGLangError as exc:
                 result["flush_status"] = str(exc)
-            counter_before = read_generation_tokens(client)
+            counter_before = read_generation_tokens(client, deadline)
         elif phase == "concurrency_1":
             results, wall = stream_level(client, model, 1, params["single_stream_requests"], params["max_tokens"],
                                          deadline, params["request_timeout"])
@@ -427,7 +459,7 @@ def run_benchmark(client, params):
             results, wall = stream_level(client, model, params["concurrency"], params["requests_per_worker"],
                                          params["max_tokens"], deadline, params["request_timeout"])
             result["levels"].append(level_summary(phase, params["concurrency"], results, wall, params["max_tokens"]))
-            counter_after = read_generation_tokens(client) if counter_before is not None else None
+            counter_after = read_generation_tokens(client, deadline) if counter_before is not None else None
             if counter_after is not None:
                 client_tokens = sum(level["output_tokens"] for level in result["levels"])
                 delta = counter_after - counter_before
@@ -439,7 +471,7 @@ def run_benchmark(client, params):
             result["acceptance"] = measure_acceptance(client, model, params, deadline)
             try:
                 result["acceptance"]["server_avg_spec_accept_length"] = speculative_settings(
-                    fetch_server_info(client)[1])["avg_spec_accept_length"]
+                    fetch_server_info(client, deadline.at)[1])["avg_spec_accept_length"]
             except SGLangError:
                 result["acceptance"]["server_avg_spec_accept_length"] = None
         if deadline.passed():
@@ -547,10 +579,12 @@ def main():
                  "acceptance_requests", "acceptance_max_tokens"):
         if params[name] < 1:
             module.fail_json(msg="%s must be at least 1, got %d" % (name, params[name]))
-    if params["warmup_requests"] < 0:
-        module.fail_json(msg="warmup_requests must not be negative, got %d" % params["warmup_requests"])
-    if params["timeout"] <= 0 or params["request_timeout"] <= 0:
-        module.fail_json(msg="timeout and request_timeout must be positive")
+    for name in ("warmup_requests", "min_decode_tps", "min_output_tps", "min_acceptance_length"):
+        if params[name] is not None and params[name] < 0:
+            module.fail_json(msg="%s must not be negative, got %r" % (name, params[name]))
+    problem = check_positive(params, "timeout", "request_timeout")
+    if problem:
+        module.fail_json(msg=problem)
     try:
         client = SGLangClient(params["url"], api_key=params["api_key"], timeout=params["request_timeout"],
                               validate_certs=params["validate_certs"], ca_path=params["ca_path"])

@@ -11,12 +11,15 @@ module: sglang_probe
 short_description: Check that an SGLang server answers and serves the speculative setup asked for
 version_added: "0.1.0"
 description:
-  - Waits until C(GET /health) answers HTTP 200 (up to O(wait_timeout) seconds), then reads
+  - Waits until C(GET /health) answers HTTP 200 (for up to O(wait_timeout) seconds), then reads
     C(/server_info) (falling back to the deprecated C(/get_server_info)), C(/model_info)
     (falling back to C(/get_model_info)) and C(/v1/models).
   - Compares the speculative decoding settings the server reports with the expected ones given
     as options and fails with one precise message per mismatch.
   - Only reads from the server; it never reports a change.
+  - The module returns within O(wait_timeout) + O(timeout) seconds whatever the server does
+    (answers slowly, never, or drops connections), since every request and retry runs against
+    that bound.
   - DDTree is reported as algorithm C(DDTREE) both for builds with
     C(--speculative-algorithm DDTREE) and for forks that run DFLASH with
     C(--speculative-dflash-enable-ddtree).
@@ -29,18 +32,22 @@ extends_documentation_fragment:
 options:
   timeout:
     description:
-      - Seconds to wait for each HTTP answer.
+      - Seconds each request may wait for its answer, and the time the module may take beyond
+        O(wait_timeout) in all, retries included.
+      - Must be positive.
     type: float
     default: 30
   wait_timeout:
     description:
       - Seconds to keep polling C(/health) until it answers HTTP 200.
       - V(0) checks once. Model loading and CUDA-graph capture take minutes on a real host.
+      - Must not be negative.
     type: float
     default: 0
   wait_interval:
     description:
       - Seconds between two C(/health) polls while waiting.
+      - Must be positive.
     type: float
     default: 2
   unit:
@@ -166,34 +173,36 @@ from ansible_collections.pro6000.inference.plugins.module_utils._sglang_client i
     SERVER_ARGUMENT_SPEC,
     SGLangClient,
     SGLangError,
+    check_positive,
     fetch_server_info,
     normalise_path,
     speculative_settings,
 )
 
 
-def wait_for_health(client, wait_timeout, interval, gone=lambda: None):
-    """Poll /health until HTTP 200, the deadline, or ``gone()`` names why the server will not come.
+def wait_for_health(client, wait_timeout, interval, deadline, gone=lambda: None):
+    """Poll /health until HTTP 200, ``wait_timeout`` seconds, or ``gone()`` names why the server
+    will not come; each poll ends by ``deadline`` (perf_counter).
 
     Returns (healthy, waited seconds, last answer or the reason it stopped waiting).
     """
-    start = time.monotonic()
-    deadline = start + wait_timeout
+    start = time.perf_counter()
+    wait_end = start + wait_timeout
     while True:
         try:
-            response = client.get("/health", retries=0)
+            response = client.get("/health", deadline=deadline, retries=0)
             last = "HTTP %d %s" % (response.status, response.text(120))
             if response.status == 200:
-                return True, time.monotonic() - start, last.strip()
+                return True, time.perf_counter() - start, last.strip()
         except SGLangError as exc:
             last = str(exc)
-        remaining = deadline - time.monotonic()
         reason = gone()
         if reason:
-            return False, time.monotonic() - start, "%s (%s)" % (reason, last)
-        if remaining <= 0:
-            return False, time.monotonic() - start, last
-        time.sleep(min(interval, remaining))
+            return False, time.perf_counter() - start, "%s (%s)" % (reason, last)
+        left = wait_end - time.perf_counter()
+        if left <= 0:
+            return False, time.perf_counter() - start, last
+        time.sleep(min(interval, left))
 
 
 def unit_failed(module, unit):
@@ -204,11 +213,11 @@ def unit_failed(module, unit):
     return gone
 
 
-def get_with_alias(client, path, alias):
-    response = client.get(path)
+def get_with_alias(client, path, alias, deadline):
+    response = client.get(path, deadline=deadline)
     if response.status in (404, 405):
         path = alias
-        response = client.get(path)
+        response = client.get(path, deadline=deadline)
     if not response.ok:
         raise SGLangError("GET %s: HTTP %d: %s" % (client.url(path), response.status, response.text()))
     return response.json()
@@ -254,14 +263,16 @@ def describe(mismatch):
 
 
 def probe(client, wait_timeout, wait_interval, gone=lambda: None):
-    """Read the server's facts; raises SGLangError when it is not healthy or an endpoint fails."""
-    healthy, waited, last = wait_for_health(client, wait_timeout, wait_interval, gone)
+    """Read the server's facts within wait_timeout + the client's timeout; raises SGLangError
+    when it is not healthy or an endpoint fails."""
+    deadline = time.perf_counter() + wait_timeout + client.timeout
+    healthy, waited, last = wait_for_health(client, wait_timeout, wait_interval, deadline, gone)
     if not healthy:
-        raise SGLangError("%s/health did not answer HTTP 200 within %g s; last answer: %s"
+        raise SGLangError("%s/health did not answer HTTP 200 within %.1f s; last answer: %s"
                           % (client.base_url, waited, last))
-    info_path, info = fetch_server_info(client)
-    model_info = get_with_alias(client, "/model_info", "/get_model_info")
-    models = client.get_json("/v1/models").get("data") or []
+    info_path, info = fetch_server_info(client, deadline)
+    model_info = get_with_alias(client, "/model_info", "/get_model_info", deadline)
+    models = client.get_json("/v1/models", deadline=deadline).get("data") or []
     server = {
         "url": client.base_url,
         "healthy": True,
@@ -293,6 +304,12 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
+    problem = check_positive(params, "timeout", "wait_interval")
+    if problem:
+        module.fail_json(msg=problem, changed=False, mismatches=[])
+    if params["wait_timeout"] < 0:
+        module.fail_json(msg="wait_timeout must not be negative, got %r" % params["wait_timeout"],
+                         changed=False, mismatches=[])
     try:
         client = SGLangClient(params["url"], api_key=params["api_key"], timeout=params["timeout"],
                               validate_certs=params["validate_certs"], ca_path=params["ca_path"])

@@ -1,103 +1,135 @@
-"""Accuracy of sglang_bench: measured vs true decode tok/s, output tok/s and acceptance length.
+"""Accuracy of sglang_bench, run as users run it (ansible-playbook), against the SGLang double.
 
-Runs sglang_bench's own measurement code (``run_benchmark``) against the SGLang test double,
-whose timing model makes the true figures known in advance (see the double's README):
-per-stream rate = tokens per verify step / (STEP_S + TOKEN_S x W), and a request of n tokens
-in S steps takes PREFILL_S + S x step. Cases: per-stream 30, 150 and 600 tok/s, each with
-acceptance length 1 (DFLASH accepting 1 token per step), 6.5 (DFLASH cycling 6,7) and 11
-(DDTree accepting 11). max_tokens is a multiple of 143 = 11 x 13, a whole number of accept
-cycles in every case, so no request ends on a capped step; at 600 tok/s it is 4 x 143 so that
-a request lasts about a second: the timing model leaves out the HTTP handling of client and
-double (a few ms per request, measured here), which a 0.3 s request cannot hide within 2 %.
+The double streams as SGLang does (the prefill's token alone, then one event per verify step)
+and its timing model makes the true figures known in advance (see the double's README): with
+TOKEN_S = 0 a verify step takes STEP_S, so a request of 1 + sum(accepts) tokens in S verify
+steps has TTFT = PREFILL_S, per-stream decode speed = sum(accepts) / (S x STEP_S) and takes
+PREFILL_S + S x STEP_S; its acceptance length is sum(accepts) / S. None of these comes from
+the code under test.
 
-Done when every output tok/s is within 2 % of the true value and every acceptance length
-within 0.05. Prints one row per case; exits 1 when a case misses.
+Cases: draft patterns (the double's accept cycle: 1, 6/7, 11 under DDTree, and an uneven
+3/16/5/10) x verify steps per request (10 and 30) x the two ways servers report usage in a
+stream (SGLANG_DOUBLE_USAGE_STATS: "continuous", cumulative usage in every chunk as asked
+with continuous_usage_stats; "final", usage only at the end). STEP_S is chosen so that each
+request decodes for DECODE_S seconds.
+
+A case passes when the median decode tok/s at concurrency 1 and the output tok/s at
+concurrency N are within 1 % of the truth, the acceptance length within 0.02, and the module
+passed its own gates. Prints one row per case; exits 1 when a case misses.
 
     python tests/benchmarks/bench_accuracy.py
 """
+import json
+import os
+import pathlib
+import subprocess
 import sys
+import tempfile
 
-from _double import running_double
+from _double import REPO_ROOT, running_double
 
-from ansible_collections.pro6000.inference.plugins.modules.sglang_bench import run_benchmark
-
-ACCEPT_CYCLE_LCM = 143
 CONCURRENCY = 8
 PREFILL_S = 0.05
-TOKEN_S = 0.00005
+DECODE_S = 3.0
 BLOCK_SIZE = 16
-# (label, algorithm, accept cycle env, cycle, verify width W)
-ACCEPTANCE = (
-    ("1", "DFLASH", "SGLANG_DOUBLE_ACCEPT_DFLASH", (1,), BLOCK_SIZE),
-    ("6.5", "DFLASH", "SGLANG_DOUBLE_ACCEPT_DFLASH", (6, 7), BLOCK_SIZE),
-    ("11", "DDTREE", "SGLANG_DOUBLE_ACCEPT_DDTREE", (11,), BLOCK_SIZE),  # budget 15 -> W = 16
+TOK_S_TOLERANCE = 0.01
+ACCEPTANCE_TOLERANCE = 0.02
+# (label, algorithm, accept cycle)
+PATTERNS = (
+    ("1", "DFLASH", (1,)),
+    ("6,7", "DFLASH", (6, 7)),
+    ("11 (DDTree)", "DDTREE", (11,)),
+    ("3,16,5,10", "DFLASH", (3, 16, 5, 10)),
 )
-RATES = (30.0, 150.0, 600.0)
+VERIFY_STEPS = (10, 30)
+USAGE_MODES = ("continuous", "final")
+PLAYBOOK = """
+- name: Benchmark the SGLang double as a user would
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Run the smoke benchmark
+      pro6000.inference.sglang_bench: {args}
+"""
 
 
-def max_tokens_for(rate):
-    return ACCEPT_CYCLE_LCM * max(1, int(rate // 150))
+def run_module_through_ansible(workdir, args):
+    """Run sglang_bench in a playbook with ansible-playbook; return its result document."""
+    workdir = pathlib.Path(workdir)
+    result_path = workdir / "result.json"
+    (workdir / "playbook.yml").write_text(PLAYBOOK.format(args=json.dumps(dict(args, result_path=str(result_path)))))
+    command = [str(pathlib.Path(sys.executable).with_name("ansible-playbook")), "-i", "localhost,",
+               "-e", "ansible_python_interpreter=%s" % sys.executable, str(workdir / "playbook.yml")]
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO_ROOT / "collections"), ANSIBLE_NOCOLOR="1")
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, check=False)
+    if not result_path.exists():
+        raise RuntimeError("ansible-playbook wrote no result (rc %d): %s" % (done.returncode, done.stdout[-3000:]))
+    return json.loads(result_path.read_text()), done.returncode
 
 
-def case(rate, label, algorithm, cycle_env, cycle, width):
-    accept = sum(cycle) / float(len(cycle))
-    step_s = accept / rate
-    max_tokens = max_tokens_for(rate)
-    steps = max_tokens / accept
-    env = {"SGLANG_DOUBLE_PREFILL_S": PREFILL_S, "SGLANG_DOUBLE_TOKEN_S": TOKEN_S,
-           "SGLANG_DOUBLE_STEP_S": "%.9f" % (step_s - TOKEN_S * width),
-           cycle_env: ",".join(str(c) for c in cycle)}
-    params = {
-        "model": None, "timeout": 120, "request_timeout": 30, "concurrency": CONCURRENCY,
-        "requests_per_worker": 1, "single_stream_requests": 2, "warmup_requests": 1,
-        "max_tokens": max_tokens, "acceptance_requests": 4, "acceptance_max_tokens": max_tokens,
-        "acceptance_ignore_eos": True, "expect_speculation": True, "min_decode_tps": None,
-        "min_output_tps": None, "min_acceptance_length": None, "flush_cache": True,
+def case(algorithm, cycle, steps, usage):
+    accepts = [cycle[step % len(cycle)] for step in range(steps)]
+    max_tokens = 1 + sum(accepts)
+    step_s = DECODE_S / steps
+    truth = {
+        "decode": sum(accepts) / (steps * step_s),
+        "output": CONCURRENCY * max_tokens / (PREFILL_S + steps * step_s),
+        "acceptance": sum(accepts) / float(steps),
+        "ttft": PREFILL_S,
     }
-    with running_double(algorithm, env) as (client, _pid):
-        result = run_benchmark(client, params)
+    env = {"SGLANG_DOUBLE_PREFILL_S": PREFILL_S, "SGLANG_DOUBLE_TOKEN_S": 0,
+           "SGLANG_DOUBLE_STEP_S": "%.9f" % step_s, "SGLANG_DOUBLE_USAGE_STATS": usage,
+           "SGLANG_DOUBLE_ACCEPT_%s" % algorithm: ",".join(str(c) for c in cycle)}
+    args = {"timeout": 120, "request_timeout": 30, "concurrency": CONCURRENCY, "requests_per_worker": 1,
+            "single_stream_requests": 3, "warmup_requests": 1, "max_tokens": max_tokens,
+            "acceptance_requests": 4, "acceptance_max_tokens": max_tokens, "acceptance_ignore_eos": True,
+            "expect_speculation": True}
+    with running_double(algorithm, env, block_size=BLOCK_SIZE) as (client, _pid):
+        with tempfile.TemporaryDirectory(prefix="bench-accuracy-") as workdir:
+            result, rc = run_module_through_ansible(workdir, dict(args, url=client.base_url))
     c1, cn = result["levels"]
-    true_output = CONCURRENCY * max_tokens / (PREFILL_S + steps * step_s)
-    return {
-        "case": "%4.0f tok/s, accept %-4s n=%d" % (rate, label, max_tokens),
-        "decode": (c1["decode_tps"]["p50"], rate),
-        "output": (cn["output_tps"], true_output),
-        "acceptance": (result["acceptance"]["value"], accept),
-        "achieved": cn["achieved_concurrency"],
-        "passed": result["passed"],
-        "counts": c1["token_counts"],
+    measured = {
+        "decode": c1["decode_tps"]["p50"],
+        "output": cn["output_tps"],
+        "acceptance": result["acceptance"]["value"],
+        "ttft": c1["ttft_s"]["p50"],
     }
+    return truth, measured, {"passed": result["passed"] and rc == 0, "method": c1["decode_method"],
+                             "server": result["acceptance"]["server_avg_spec_accept_length"]}
 
 
 def main():
-    print("sglang_bench accuracy against the SGLang double (N=%d, prefill %.2f s, block 16, W=16)"
-          % (CONCURRENCY, PREFILL_S))
-    print("%-30s | %-27s | %-29s | %-21s | %s" % (
-        "case", "decode tok/s c=1 meas/true", "output tok/s c=%d meas/true" % CONCURRENCY,
-        "acceptance meas/true", "verdict"))
+    print("sglang_bench through ansible-playbook against the SGLang double: N=%d, prefill %.2f s, block %d, "
+          "%.1f s of decode per request; pass: tok/s within %g %%, acceptance within %g"
+          % (CONCURRENCY, PREFILL_S, BLOCK_SIZE, DECODE_S, 100 * TOK_S_TOLERANCE, ACCEPTANCE_TOLERANCE))
+    header = "%-10s | %-11s | %5s | %-15s | %-27s | %-29s | %-24s | %-15s | %s" % (
+        "usage", "pattern", "steps", "decode method", "decode tok/s c=1 meas/true",
+        "output tok/s c=%d meas/true" % CONCURRENCY, "acceptance meas/true", "TTFT ms meas/true", "verdict")
+    print(header)
+    print("-" * len(header))
     misses = 0
-    for rate in RATES:
-        for row in ACCEPTANCE:
-            figures = case(rate, *row)
-            errors = []
-            for name in ("decode", "output"):
-                measured, true = figures[name]
-                if abs(measured / true - 1) > 0.02:
-                    errors.append(name)
-            measured, true = figures["acceptance"]
-            if measured is None or abs(measured - true) > 0.05:
-                errors.append("acceptance")
-            if not figures["passed"]:
-                errors.append("gates")
-            misses += bool(errors)
-            print("%-30s | %8.2f / %8.2f (%+5.2f%%) | %8.1f / %8.1f (%+5.2f%%) | %6.3f / %5.2f (%+.3f) | %s" % (
-                figures["case"],
-                figures["decode"][0], figures["decode"][1], 100 * (figures["decode"][0] / figures["decode"][1] - 1),
-                figures["output"][0], figures["output"][1], 100 * (figures["output"][0] / figures["output"][1] - 1),
-                measured, true, measured - true,
-                "ok" if not errors else "MISS: " + ", ".join(errors)))
-            sys.stdout.flush()
-    print("all cases within 2 % (tok/s) and 0.05 (acceptance)" if not misses else "%d case(s) missed" % misses)
+    for usage in USAGE_MODES:
+        for label, algorithm, cycle in PATTERNS:
+            for steps in VERIFY_STEPS:
+                truth, measured, extra = case(algorithm, cycle, steps, usage)
+                errors = [name for name in ("decode", "output")
+                          if measured[name] is None or abs(measured[name] / truth[name] - 1) > TOK_S_TOLERANCE]
+                if measured["acceptance"] is None or abs(measured["acceptance"] - truth["acceptance"]) > ACCEPTANCE_TOLERANCE:
+                    errors.append("acceptance")
+                if not extra["passed"]:
+                    errors.append("module gates")
+                misses += bool(errors)
+                print("%-10s | %-11s | %5d | %-15s | %8.2f / %8.2f (%+5.2f%%) | %8.1f / %8.1f (%+5.2f%%) | "
+                      "%6.3f / %6.3f (%+.3f) | %6.1f / %6.1f | %s" % (
+                          usage, label, steps, extra["method"],
+                          measured["decode"], truth["decode"], 100 * (measured["decode"] / truth["decode"] - 1),
+                          measured["output"], truth["output"], 100 * (measured["output"] / truth["output"] - 1),
+                          measured["acceptance"], truth["acceptance"], measured["acceptance"] - truth["acceptance"],
+                          1000 * measured["ttft"], 1000 * truth["ttft"],
+                          "pass" if not errors else "FAIL: " + ", ".join(errors)))
+                sys.stdout.flush()
+    print("every case passed" if not misses else "%d case(s) failed" % misses)
     return 1 if misses else 0
 
 

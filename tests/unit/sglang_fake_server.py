@@ -34,9 +34,11 @@ def sse(obj):
 
 def chat_events(max_tokens, per_chunk=4, continuous_usage=True, comments=True, reasoning=False,
                 model="Qwen3.6-27B", pause=0.0):
-    """An OpenAI chat stream as SGLang sends it: role-only first delta, content chunks of
-    ``per_chunk`` tokens (``pause`` seconds apart), a finish chunk, a usage-only chunk with
-    empty choices, [DONE]."""
+    """An OpenAI chat stream shaped as SGLang's serving_chat.py sends it: the role-only delta and
+    the prefill's token alone (SGLang streams a request as soon as it holds one output token),
+    then one chunk of ``per_chunk`` tokens per verify step (``pause`` seconds apart), each with
+    the cumulative usage when ``continuous_usage``; a finish chunk with an empty delta; a
+    usage-only chunk with empty choices; [DONE]."""
     base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": model}
     events = []
     if comments:
@@ -45,7 +47,7 @@ def chat_events(max_tokens, per_chunk=4, continuous_usage=True, comments=True, r
     events.append(sse(dict(base, choices=[role_only])))
     sent = 0
     while sent < max_tokens:
-        k = min(per_chunk, max_tokens - sent)
+        k = min(per_chunk if sent else 1, max_tokens - sent)
         sent += k
         field = "reasoning_content" if reasoning and sent <= max_tokens // 2 else "content"
         chunk = dict(base, choices=[{"index": 0, "delta": {field: "tok " * k}, "finish_reason": None}])
@@ -54,7 +56,7 @@ def chat_events(max_tokens, per_chunk=4, continuous_usage=True, comments=True, r
         if pause and sent > k:
             events.append(("pause", pause))
         events.append(sse(chunk))
-        if comments and sent == per_chunk:
+        if comments and sent == 1:
             events.append(b":ping\n\n")
     events.append(sse(dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": "length"}])))
     usage = {"prompt_tokens": 20, "completion_tokens": sent, "total_tokens": 20 + sent}
@@ -77,11 +79,12 @@ class Scenario:
                         "max_model_len": 262144}]
         self.metrics = None
         self.tokens_per_chunk = 4
-        self.accept_length = 6.5  # /generate completion_tokens / spec_verify_ct
+        self.accept_length = 6.5  # /generate (completion_tokens - 1) / spec_verify_ct
         self.generate_has_spec = True
         self.chat_status = 200
         self.chat_stream = None  # function(payload) -> list of bytes / ("pause", s) / "close"
         self.pause_before_answer = 0.0
+        self.silent_paths = set()  # GET paths that take the request and never answer
         self.generated_tokens = 0
         self.lock = threading.Lock()
         self.requests = []
@@ -128,6 +131,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         sc = self.scenario
         if sc.pause_before_answer:
             time.sleep(min(sc.pause_before_answer, MAX_PAUSE_S))
+        if self.path in sc.silent_paths:
+            time.sleep(MAX_PAUSE_S)
+            self.close_connection = True
+            return
         if self.path == "/health":
             starting = time.monotonic() - self.server.started < sc.healthy_after
             self._text(503 if starting else sc.health_status, "")
@@ -155,7 +162,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             tokens = payload["sampling_params"]["max_new_tokens"]
             meta = {"prompt_tokens": 20, "completion_tokens": tokens, "finish_reason": {"type": "length"}}
             if sc.generate_has_spec:
-                meta["spec_verify_ct"] = int(round(tokens / sc.accept_length))
+                # The prefill commits the first token; verify steps commit the rest.
+                meta["spec_verify_ct"] = int(round((tokens - 1) / sc.accept_length))
             self._json(200, {"text": "tok " * tokens, "meta_info": meta})
         elif self.path == "/v1/chat/completions":
             self._chat(payload)

@@ -45,6 +45,15 @@ def test_server_serves_ddtree_with_the_new_draft_length(host):
     assert info["max_running_requests"] == 4
 
 
+def test_the_fact_records_what_the_server_serves(host):
+    fact = host.file("/etc/ansible/facts.d/sglang_service.fact")
+    assert fact.mode == 0o644 and API_KEY not in fact.content_string
+    assert json.loads(fact.content_string) == {
+        "url": "http://127.0.0.1:30000", "unit": UNIT, "algorithm": "ddtree", "wanted_algorithm": "ddtree",
+        "fallback": False, "draft_tokens": 8, "ddtree_budget": 7, "model_path": "/srv/models/Qwen3.6-27B",
+        "served_model_name": None, "draft_model_path": "/srv/models/Qwen3.6-27B-DFlash"}
+
+
 def test_server_refuses_requests_without_the_key(host):
     status = server_info(host, key="wrong")[0]
     assert status == 401

@@ -45,25 +45,37 @@ def capture_of(events, t0=100.0, gap=0.5, t_send=99.0):
 # --- parsing, with exact stamps ---------------------------------------------------------------
 
 def test_decode_speed_uses_server_counts_not_chunks():
-    # role-only delta, 8 content chunks of 4 tokens 0.5 s apart, finish, usage-only, [DONE]
-    events = chat_events(32, per_chunk=4, comments=False)
+    # role-only delta, the prefill's token, 8 chunks of 4 tokens 0.5 s apart, finish, usage, [DONE]
+    events = chat_events(33, per_chunk=4, comments=False)
     result = sc.parse_stream(capture_of(events))
     assert result.ok, result.error
-    assert (result.n_out, result.n_first, result.content_chunks) == (32, 4, 8)
-    # first content chunk is event 1 (t=100.5), last is event 8 (t=104.0): 28 tokens in 3.5 s
-    assert result.t_first == 100.5 and result.t_last == 104.0
-    assert result.decode_tps == pytest.approx(28 / 3.5)
+    assert (result.n_out, result.n_first, result.content_chunks) == (33, 1, 9)
+    # first content chunk is event 1 (t=100.5), last is event 9 (t=104.5): 32 tokens in 4 s
+    assert result.t_first == 100.5 and result.t_last == 104.5
+    assert result.decode_tps == pytest.approx(32 / 4.0)
+    assert result.decode_method == "per_event_counts"
     assert result.ttft == pytest.approx(1.5)
-    assert result.tokens_per_chunk == 4
+    assert result.tokens_per_chunk == pytest.approx(33 / 9)
     assert result.finish_reason == "length"
 
 
-def test_final_usage_only_falls_back_to_average_first_chunk():
-    events = chat_events(30, per_chunk=3, continuous_usage=False, comments=False)
+def test_first_event_size_comes_from_its_own_count_when_every_event_has_one():
+    # A server that streams 5 tokens in its first event: the count in that event says so.
+    events = [sse({"choices": [{"delta": {"content": "x"}}], "usage": {"completion_tokens": n}})
+              for n in (5, 9, 13)] + [b"data: [DONE]\n\n"]
     result = sc.parse_stream(capture_of(events))
-    assert result.ok and result.n_out == 30 and result.content_chunks == 10
-    assert not result.counts_per_chunk and result.n_first is None
-    assert result.decode_tps == pytest.approx((30 - 3) / 4.5)
+    assert result.ok and result.n_first == 5 and result.decode_tps == pytest.approx(8 / 1.0)
+
+
+def test_usage_only_at_the_end_takes_the_prefill_token_never_an_average_chunk():
+    # 33 tokens in 9 content events, usage only in the closing chunk: the first event is the
+    # prefill's single token. An average-chunk guess (33 / 9 = 3.67 tokens) would give
+    # (33 - 3.67) / 4 = 7.33 tok/s instead of the true 32 / 4 = 8.
+    events = chat_events(33, per_chunk=4, continuous_usage=False, comments=False)
+    result = sc.parse_stream(capture_of(events))
+    assert result.ok and result.n_out == 33 and result.content_chunks == 9
+    assert not result.counts_per_chunk and result.decode_method == "prefill_token"
+    assert result.decode_tps == 8.0
 
 
 def test_lines_split_across_reads_and_crlf_and_multiline_data():
@@ -90,8 +102,8 @@ def test_native_generate_events_count_new_tokens():
 
 
 def test_reasoning_content_is_content():
-    result = sc.parse_stream(capture_of(chat_events(16, per_chunk=4, reasoning=True, comments=False)))
-    assert result.ok and result.t_first == 100.5 and result.content_chunks == 4
+    result = sc.parse_stream(capture_of(chat_events(17, per_chunk=4, reasoning=True, comments=False)))
+    assert result.ok and result.t_first == 100.5 and result.content_chunks == 5
 
 
 @pytest.mark.parametrize("event, message", [
@@ -122,7 +134,7 @@ def test_stream_without_token_count_fails():
 def test_stream_over_http_with_every_benign_shape(server):
     result = stream(server, chat(40))
     assert result.ok, result.error
-    assert result.status == 200 and result.n_out == 40 and result.n_first == 4 and result.content_chunks == 10
+    assert result.status == 200 and result.n_out == 40 and result.n_first == 1 and result.content_chunks == 11
     assert result.t_send < result.t_first <= result.t_last <= result.t_end
 
 
@@ -149,7 +161,7 @@ def test_slow_server_stops_at_the_deadline(server):
     start = time.perf_counter()
     result = stream(server, deadline=start + 0.5)
     elapsed = time.perf_counter() - start
-    assert not result.ok and result.error == "deadline reached while streaming"
+    assert not result.ok and result.error == "deadline reached while waiting for the answer"
     assert elapsed < 10
 
 
@@ -270,9 +282,40 @@ def test_tls_verification_is_on_by_default_and_can_be_turned_off(server):
         sc.SGLangClient(server.url.replace("http:", "https:"), retries=0).get("/health")
 
 
-def test_bad_url_is_rejected():
-    with pytest.raises(sc.SGLangError, match="url must be"):
-        sc.SGLangClient("127.0.0.1:30000")
+@pytest.mark.parametrize("url, message", [
+    ("127.0.0.1:30000", "url must be http(s)://host[:port][/prefix], got '127.0.0.1:30000'"),
+    ("http://127.0.0.1:notaport", "url 'http://127.0.0.1:notaport' is not a valid URL: Port could not be cast"),
+    ("http://127.0.0.1:99999", "url 'http://127.0.0.1:99999' is not a valid URL: Port out of range"),
+    ("http://127.0.0.1:0", "url 'http://127.0.0.1:0': the port must be between 1 and 65535"),
+    ("http://[::1", "url 'http://[::1' is not a valid URL: Invalid IPv6 URL"),
+    ("http://", "url must be http(s)://host[:port][/prefix], got 'http://'"),
+])
+def test_bad_url_is_rejected_naming_the_option(url, message):
+    with pytest.raises(sc.SGLangError) as error:
+        sc.SGLangClient(url)
+    assert str(error.value).startswith(message)
+
+
+def test_ipv6_loopback_url_is_reached(server):
+    # The fake server listens on IPv4 only: the point is that the URL parses and is tried.
+    client = sc.SGLangClient("http://[::1]:%d" % free_port(), retries=0)
+    assert (client.host, client.netloc) == ("::1", "[::1]:%d" % client.port)
+    with pytest.raises(sc.SGLangError, match=r"GET http://\[::1\]:\d+/health: ConnectionRefusedError"):
+        client.get("/health")
+
+
+def test_a_server_that_never_answers_is_cut_off_by_the_deadline_retries_included():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)  # accepts connections in the kernel, never answers
+    try:
+        client = sc.SGLangClient("http://127.0.0.1:%d" % listener.getsockname()[1], timeout=30, retries=5)
+        start = time.perf_counter()
+        with pytest.raises(sc.SGLangError, match="deadline reached while waiting for the answer"):
+            client.get("/health", deadline=start + 0.5)
+        assert time.perf_counter() - start < 1.5
+    finally:
+        listener.close()
 
 
 # --- proxies -----------------------------------------------------------------------------------
@@ -296,6 +339,42 @@ def test_remote_host_goes_through_the_proxy(server, monkeypatch):
     request = server.scenario.requests[-1]
     assert request["path"] == "http://gpu01.example.invalid:30000/health"
     assert request["headers"]["Proxy-Authorization"] == "Basic dXNlcjpwdw=="
+
+
+def test_https_through_a_proxy_asks_for_a_tunnel_and_names_a_refusal(monkeypatch):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    heads = []
+
+    def refuse_tunnels():
+        listener.settimeout(3)
+        try:
+            while True:
+                conn, _address = listener.accept()
+                head = b""
+                while b"\r\n\r\n" not in head:
+                    head += conn.recv(4096)
+                heads.append(head.decode())
+                conn.sendall(b"HTTP/1.1 407 Proxy Authentication Required\r\nContent-Length: 0\r\n\r\n")
+                conn.close()
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=refuse_tunnels, daemon=True)
+    thread.start()
+    monkeypatch.setenv("https_proxy", "http://user:pw@127.0.0.1:%d" % listener.getsockname()[1])
+    monkeypatch.delenv("no_proxy", raising=False)
+    try:
+        with pytest.raises(sc.SGLangError, match="the proxy refused the tunnel to gpu01.example.invalid:30000: "
+                                                 "HTTP/1.1 407 Proxy Authentication Required"):
+            sc.SGLangClient("https://gpu01.example.invalid:30000", retries=0).get("/health")
+    finally:
+        listener.close()
+        thread.join(timeout=5)
+    assert len(heads) == 1
+    assert heads[0].startswith("CONNECT gpu01.example.invalid:30000 HTTP/1.1\r\n")
+    assert "Proxy-Authorization: Basic dXNlcjpwdw==\r\n" in heads[0]
 
 
 # --- helpers -----------------------------------------------------------------------------------

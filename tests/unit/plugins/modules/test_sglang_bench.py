@@ -5,10 +5,11 @@ import time
 import pytest
 
 from sglang_fake_server import chat_events, run_main, sse
+from support import run_module_file
 
 from ansible_collections.pro6000.inference.plugins.modules import sglang_bench
 
-SMALL = {"max_tokens": 24, "acceptance_max_tokens": 260, "concurrency": 3, "requests_per_worker": 2,
+SMALL = {"max_tokens": 25, "acceptance_max_tokens": 261, "concurrency": 3, "requests_per_worker": 2,
          "single_stream_requests": 2, "warmup_requests": 1, "acceptance_requests": 3, "timeout": 30,
          "request_timeout": 10}
 
@@ -34,18 +35,22 @@ def test_healthy_speculating_server_passes_every_gate(server, capsys):
     c1, cn = doc["levels"]
     assert (c1["concurrency"], c1["requests"], c1["successes"]) == (1, 2, 2)
     assert (cn["concurrency"], cn["requests"], cn["successes"]) == (3, 6, 6)
-    assert cn["output_tokens"] == 6 * 24 and cn["length_mismatches"] == []
-    assert cn["tokens_per_chunk"]["p50"] == 4 and cn["token_counts"] == "per_chunk"
+    assert cn["output_tokens"] == 6 * 25 and cn["length_mismatches"] == []
+    # the prefill's token, then 6 chunks of 4: the decode speed counts 24 tokens
+    assert cn["tokens_per_chunk"]["p50"] == pytest.approx(25 / 7) and cn["decode_method"] == "per_event_counts"
+    # 261 tokens: the prefill's and 40 verify steps of 6.5; SGLang's own per-request figure
+    # counts the prefill's token too
     assert doc["acceptance"]["value"] == pytest.approx(6.5) and doc["acceptance"]["requests"] == 3
+    assert doc["acceptance"]["per_request_mean"] == pytest.approx(261 / 40)
     assert doc["acceptance"]["server_avg_spec_accept_length"] == [6.5]
-    assert doc["counters"]["delta"] == doc["counters"]["client_tokens"] == 8 * 24
+    assert doc["counters"]["delta"] == doc["counters"]["client_tokens"] == 8 * 25
     assert set(gates(result)) == {"speculation_active", "phases_completed", "requests_succeeded",
                                   "ignore_eos_lengths", "decode_tps_c1", "output_tps_c3", "acceptance_length"}
     # every streamed request asked for server-side counts, greedy, fixed length
     chat = [r["payload"] for r in server.scenario.requests if r["path"] == "/v1/chat/completions"]
     assert all(p["ignore_eos"] and p["temperature"] == 0 and p["stream_options"]["include_usage"] for p in chat)
     generate = [r["payload"]["sampling_params"] for r in server.scenario.requests if r["path"] == "/generate"]
-    assert generate == [{"max_new_tokens": 260, "temperature": 0, "ignore_eos": False}] * 3
+    assert generate == [{"max_new_tokens": 261, "temperature": 0, "ignore_eos": False}] * 3
 
 
 def test_floors_failing_name_gate_value_and_floor(server, capsys):
@@ -85,14 +90,14 @@ def test_short_completion_under_ignore_eos_fails(server, capsys):
     server.scenario.chat_stream = lambda p: chat_events(p["max_tokens"] - 3)
     failed, result = run_module(dict(SMALL, url=server.url), capsys)
     assert failed
-    assert "ignore_eos_lengths: value 0, floor 8 (n_out must equal max_tokens=24; got [21," in result["msg"]
+    assert "ignore_eos_lengths: value 0, floor 8 (n_out must equal max_tokens=25; got [22," in result["msg"]
 
 
 @pytest.mark.parametrize("scripted, message", [
     ({"chat_status": 500}, "HTTP 500"),
-    ({"chat_stream": lambda p: chat_events(24)[:3] + [sse({"error": {"message": "CUDA OOM"}})]},
+    ({"chat_stream": lambda p: chat_events(25)[:3] + [sse({"error": {"message": "CUDA OOM"}})]},
      "error event: CUDA OOM"),
-    ({"chat_stream": lambda p: chat_events(24)[:3] + ["close"]}, "stream truncated"),
+    ({"chat_stream": lambda p: chat_events(25)[:3] + ["close"]}, "stream truncated"),
 ])
 def test_failed_requests_are_counted_and_fail_the_run(server, capsys, scripted, message):
     for name, value in scripted.items():
@@ -104,7 +109,7 @@ def test_failed_requests_are_counted_and_fail_the_run(server, capsys, scripted, 
 
 
 def test_slow_server_is_cut_off_by_the_runtime_bound(server, capsys):
-    server.scenario.chat_stream = lambda p: chat_events(24)[:2] + [("pause", 20.0)] + chat_events(24)[2:]
+    server.scenario.chat_stream = lambda p: chat_events(25)[:2] + [("pause", 20.0)] + chat_events(25)[2:]
     start = time.monotonic()
     failed, result = run_module(dict(SMALL, url=server.url, timeout=1.0), capsys)
     # Far below the pause, so that only a bound that is not enforced fails, not a busy machine.
@@ -148,10 +153,28 @@ def test_server_info_alias_and_api_key(server, capsys):
     assert "s3cret" not in json.dumps(result)
 
 
-def test_bad_options_stop_before_any_request(server, capsys):
-    failed, result = run_module(dict(SMALL, url=server.url, concurrency=0), capsys)
-    assert failed and result["msg"] == "concurrency must be at least 1, got 0"
+@pytest.mark.parametrize("args, message", [
+    ({"concurrency": 0}, "concurrency must be at least 1, got 0"),
+    ({"url": "http://127.0.0.1:notaport"}, "url 'http://127.0.0.1:notaport' is not a valid URL"),
+    ({"url": "http://127.0.0.1:99999"}, "url 'http://127.0.0.1:99999' is not a valid URL: Port out of range"),
+    ({"url": "http://[::1"}, "url 'http://[::1' is not a valid URL: Invalid IPv6 URL"),
+    ({"timeout": -1}, "timeout must be a positive number of seconds, got -1.0"),
+    ({"timeout": 0}, "timeout must be a positive number of seconds, got 0.0"),
+    ({"request_timeout": 0}, "request_timeout must be a positive number of seconds, got 0.0"),
+    ({"min_decode_tps": -5}, "min_decode_tps must not be negative, got -5.0"),
+])
+def test_bad_options_stop_before_any_request(server, capsys, args, message):
+    failed, result = run_module(dict(SMALL, **dict({"url": server.url}, **args)), capsys)
+    assert failed and result["msg"].startswith(message)
     assert not server.scenario.requests
+
+
+def test_a_server_that_never_answers_ends_the_module_within_its_bound(silent_url, tmp_path):
+    start = time.monotonic()
+    result = run_module_file("sglang_bench", dict(SMALL, url=silent_url, timeout=2, request_timeout=1.5), tmp_path)
+    elapsed = time.monotonic() - start
+    assert result["failed"] and "preflight: value GET %s/health: " % silent_url in result["msg"]
+    assert elapsed <= 2 + 1
 
 
 def test_barrier_releases_all_workers_together(server, capsys):

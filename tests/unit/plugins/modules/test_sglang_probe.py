@@ -1,8 +1,11 @@
 """sglang_probe against a scripted SGLang-shaped server on loopback."""
 import json
+import time
+
+import pytest
 
 from sglang_fake_server import run_main
-from support import free_port
+from support import free_port, run_module_file
 
 from ansible_collections.pro6000.inference.plugins.modules import sglang_probe
 
@@ -129,7 +132,44 @@ def test_server_down_fails_with_the_reason(capsys):
 def test_slow_server_past_the_request_timeout_fails(server, capsys):
     server.scenario.pause_before_answer = 2
     failed, result = run_module({"url": server.url, "timeout": 0.3}, capsys)
-    assert failed and "timed out" in result["msg"]
+    assert failed and "/health: deadline reached while waiting for the answer" in result["msg"]
+
+
+@pytest.mark.parametrize("args, bound", [
+    ({"timeout": 2}, 2),
+    ({"timeout": 1, "wait_timeout": 1.5, "wait_interval": 0.2}, 2.5),
+])
+def test_a_server_that_never_answers_ends_the_module_within_its_bound(silent_url, tmp_path, args, bound):
+    start = time.monotonic()
+    result = run_module_file("sglang_probe", dict(args, url=silent_url), tmp_path)
+    elapsed = time.monotonic() - start
+    assert result["failed"] and "%s/health did not answer HTTP 200 within" % silent_url in result["msg"]
+    assert elapsed <= bound + 1
+
+
+def test_retries_stay_within_the_bound(server, tmp_path):
+    # Healthy, then silent where the probe reads /server_info: GET retries must not add to the bound.
+    server.scenario.silent_paths = {"/server_info"}
+    start = time.monotonic()
+    result = run_module_file("sglang_probe", {"url": server.url, "timeout": 1}, tmp_path)
+    elapsed = time.monotonic() - start
+    assert result["failed"] and "GET %s/server_info: " % server.url in result["msg"]
+    assert elapsed <= 1 + 1
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"url": "http://127.0.0.1:notaport"}, "url 'http://127.0.0.1:notaport' is not a valid URL"),
+    ({"url": "http://127.0.0.1:99999"}, "url 'http://127.0.0.1:99999' is not a valid URL: Port out of range"),
+    ({"url": "http://[::1"}, "url 'http://[::1' is not a valid URL: Invalid IPv6 URL"),
+    ({"timeout": -1}, "timeout must be a positive number of seconds, got -1.0"),
+    ({"timeout": 0}, "timeout must be a positive number of seconds, got 0.0"),
+    ({"wait_interval": -1}, "wait_interval must be a positive number of seconds, got -1.0"),
+    ({"wait_timeout": -1}, "wait_timeout must not be negative, got -1.0"),
+])
+def test_bad_options_are_named_before_any_request(server, capsys, args, message):
+    failed, result = run_module(dict({"url": server.url}, **args), capsys)
+    assert failed and result["msg"].startswith(message)
+    assert not server.scenario.requests
 
 
 def test_check_mode_behaves_the_same(server, capsys):
