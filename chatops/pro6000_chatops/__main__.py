@@ -12,11 +12,23 @@ import argparse
 import sys
 import threading
 
+from .bot import serve
 from .config import ConfigError, load_config
 from .service import ChatOps, Reply
 
 
+def serve_command(argv: list[str]) -> int:
+    """``serve --config PATH``: the long-running chat bot (bot.py)."""
+    parser = argparse.ArgumentParser(prog="pro6000-chatops serve",
+                                     description="Answer chat commands until SIGTERM.")
+    parser.add_argument("--config", required=True, help="the configuration file (YAML), with a matrix section")
+    return serve(parser.parse_args(argv).config)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["serve"]:
+        return serve_command(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m pro6000_chatops", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--config", required=True, help="the configuration file (YAML)")
     parser.add_argument("--user", required=True, help="the chat user the command comes from")
