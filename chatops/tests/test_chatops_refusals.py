@@ -25,7 +25,7 @@ REFUSED_REQUESTS = [("alice", text, reason) for text, reason in BAD_INPUT] + [
     ("", "status", "not a valid chat identity"),
     ("alice\nbob", "status", "not a valid chat identity"),
     ("x" * 129, "status", "not a valid chat identity"),
-    ("alice", "cancel pro6000-01", "no run of this bot is in progress on pro6000-01"),
+    ("alice", "cancel pro6000-01", "no run is in progress on pro6000-01"),
 ]
 
 
@@ -50,8 +50,10 @@ def test_refused_before_the_runner_and_audited(spied_ops, runner_spy, user, text
 
 def test_a_busy_host_is_refused_before_the_runner(spied_ops, runner_spy):
     holder = {"run": "0123456789ab", "user": "bob", "action": "deploy", "since": "2026-01-01T00:00:00+00:00"}
-    with HostLocks(spied_ops.config.lock_dir).hold(["pro6000-02"], holder):
-        reply = spied_ops.handle("alice", "bench pro6000-02")
+    locks = HostLocks(spied_ops.config.lock_dir)
+    (held,) = locks.acquire(["pro6000-02"], holder)
+    reply = spied_ops.handle("alice", "bench pro6000-02")
+    locks.release(held)
     assert not reply.accepted
     assert "pro6000-02 is busy with another run (deploy bob, run 0123456789ab" in reply.text
     assert runner_spy.calls == []

@@ -3,7 +3,7 @@
 The module results follow the RETURN documentation of pro6000.inference.sglang_bench and
 sglang_probe; test_chatops_e2e_lab.py reads them from the real modules on the lab host.
 """
-from pro6000_chatops.summary import EventRecorder
+from pro6000_chatops.summary import EventRecorder, ProgressRelay
 
 
 def _event(kind, **data):
@@ -84,9 +84,16 @@ def test_a_failure_before_any_task_reports_ansible_output():
 
 
 def test_a_progress_callback_that_raises_does_not_stop_the_run():
-    def broken(_progress):
+    delivered = []
+
+    def broken(progress):
+        delivered.append(progress.text)
         raise RuntimeError("chat server down")
-    recorder = EventRecorder(broken)
+    relay = ProgressRelay(broken)
+    recorder = EventRecorder(relay)
     recorder(_event("playbook_on_play_start"))
+    recorder(_event("playbook_on_task_start"))
     recorder(_event("playbook_on_stats", ok={"h1": 1}, changed={}, failures={}, dark={}, skipped={}))
+    assert relay.close(10)
     assert recorder.host_summaries(("h1",), "successful")[0].status == "ok"
+    assert len(delivered) == 2
