@@ -12,7 +12,7 @@ import argparse
 import sys
 import threading
 
-from .bot import serve
+from .bot import check, serve
 from .config import ConfigError, load_config
 from .service import ChatOps, Reply
 
@@ -22,7 +22,9 @@ def serve_command(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="pro6000-chatops serve",
                                      description="Answer chat commands until SIGTERM.")
     parser.add_argument("--config", required=True, help="the configuration file (YAML), with a matrix section")
-    return serve(parser.parse_args(argv).config)
+    parser.add_argument("--check", action="store_true", help="validate the configuration file and exit")
+    arguments = parser.parse_args(argv)
+    return check(arguments.config) if arguments.check else serve(arguments.config)
 
 
 def main(argv: list[str] | None = None) -> int:

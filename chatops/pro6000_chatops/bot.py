@@ -1,8 +1,8 @@
 """The long-running bot: ``pro6000-chatops serve --config chatops.yml``.
 
-One asyncio loop talks to the chat system; ``ChatOps.handle`` runs in worker threads. Requests
-that run a playbook take one of ``bot.run_workers`` threads; everything else (``cancel``, and
-text that does not parse, which is refused at once) has a thread of its own, so a cancel is
+One asyncio loop talks to the chat system; each request's ``ChatOps.handle`` runs in a thread
+of its own. At most ``bot.run_workers`` requests that run a playbook are in progress at once;
+the rest (``cancel``, text that does not parse) is never counted against them, so a cancel is
 answered while every run worker is busy. Progress goes from the run's thread to the loop
 without waiting, and is posted in batches at most every ``bot.progress_interval_seconds``.
 """
@@ -13,8 +13,9 @@ import contextlib
 import logging
 import os
 import signal
+import sys
+import threading
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,13 +24,16 @@ import yaml
 from .chat.base import ChatAdapter, ChatCommand
 from .chat.matrix import ChatError, MatrixAdapter, MatrixSettings
 from .commands import Refused, parse
-from .config import ConfigError
+from .config import Config, ConfigError, load_config
 from .service import ChatOps
 from .summary import Progress
 
 logger = logging.getLogger(__name__)
 
-_KEYS = {"run_workers", "progress_interval_seconds"}
+_KEYS = {"run_workers", "progress_interval_seconds", "on_stop"}
+# What SIGTERM does to the runs in progress: cancel them, or leave them to their keeper
+# processes, which finish them (a bot started later reports them).
+ON_STOP = ("cancel", "hand_over")
 # Lines of progress in one chat message; the rest is counted, not shown.
 PROGRESS_LINES = 40
 
@@ -38,11 +42,12 @@ PROGRESS_LINES = 40
 class BotSettings:
     run_workers: int = 4
     progress_interval_seconds: float = 5.0
+    on_stop: str = "cancel"
 
     @classmethod
     def from_mapping(cls, raw: object) -> BotSettings:
         if not isinstance(raw, Mapping):
-            raise ConfigError("bot must be a mapping with run_workers and progress_interval_seconds")
+            raise ConfigError("bot must be a mapping with run_workers, progress_interval_seconds, on_stop")
         unknown = set(raw) - _KEYS
         if unknown:
             raise ConfigError(f"bot has unknown keys: {', '.join(sorted(unknown))}")
@@ -52,7 +57,10 @@ class BotSettings:
         interval = raw.get("progress_interval_seconds", cls.progress_interval_seconds)
         if not isinstance(interval, (int, float)) or isinstance(interval, bool) or not 0.1 <= interval <= 600:
             raise ConfigError("bot.progress_interval_seconds must be a number from 0.1 to 600")
-        return cls(workers, float(interval))
+        on_stop = raw.get("on_stop", cls.on_stop)
+        if on_stop not in ON_STOP:
+            raise ConfigError(f"bot.on_stop must be one of {', '.join(ON_STOP)}")
+        return cls(workers, float(interval), on_stop)
 
 
 def read_sections(path: str | os.PathLike[str]) -> tuple[Mapping[str, object], Path]:
@@ -107,16 +115,14 @@ class Bot:
         self.adapter = adapter
         self.settings = settings
         self.loop: asyncio.AbstractEventLoop | None = None
-        self._runs = ThreadPoolExecutor(settings.run_workers, thread_name_prefix="chatops-run")
-        # cancel and refusals: never queued behind a run.
-        self._quick = ThreadPoolExecutor(1, thread_name_prefix="chatops-quick")
         self._running = 0
-        self._requests: set[asyncio.Task] = set()
+        self._requests: dict[asyncio.Task, ChatCommand] = {}
 
     async def serve(self, stop: asyncio.Event) -> None:
         """Connect, answer commands until ``stop`` is set, then stop the runs and return."""
         self.loop = asyncio.get_running_loop()
         await self.adapter.connect()
+        await self._report_runs_left_behind()
         listening = asyncio.create_task(self.adapter.listen(self._on_command))
         stopping = asyncio.create_task(stop.wait())
         try:
@@ -129,24 +135,41 @@ class Bot:
             await self._stop_runs()
             await self.adapter.close()
 
+    async def _report_runs_left_behind(self) -> None:
+        """Tell the rooms about the runs of a bot that is gone: those still in progress (an
+        authorised ``cancel HOST`` stops them) and those whose keeper died (closed at start)."""
+        lines = [run.describe() for run in await asyncio.to_thread(self.ops.orphaned_runs)]
+        lines += [f"run {run.run_id}: {run.command} by {run.user} since {run.since}: lost, its "
+                  "keeper process died before it finished; closed (the audit log has it)"
+                  for run in self.ops.recovered]
+        if lines:
+            await self.adapter.announce("started; runs of the bot before me:\n" + "\n".join(lines))
+
     async def _stop_runs(self) -> None:
-        canceled = await asyncio.to_thread(self.ops.cancel_all, "the bot (stopping)")
-        if canceled:
-            logger.info("stopping: canceled runs %s", ", ".join(canceled))
-        # Their summaries (canceled) are posted before the bot exits.
-        if self._requests:
-            await asyncio.wait(set(self._requests))
-        self._runs.shutdown()
-        self._quick.shutdown()
+        hand_over = self.settings.on_stop == "hand_over"
+        stopped = await asyncio.to_thread(self.ops.shutdown, hand_over)
+        if stopped:
+            logger.info("stopping: %s runs %s", "handed over" if hand_over else "canceled", ", ".join(stopped))
+        if not hand_over:
+            # The canceled runs' summaries are posted before the bot exits.
+            if self._requests:
+                await asyncio.wait(set(self._requests))
+            return
+        for task, command in list(self._requests.items()):
+            task.cancel()
+            await self.adapter.reply(command, "the bot is stopping: this run goes on without it, "
+                                              "and the bot reports it when it is back")
 
     async def _on_command(self, command: ChatCommand) -> None:
         task = asyncio.create_task(self._answer(command))
-        self._requests.add(task)
-        task.add_done_callback(self._requests.discard)
+        self._requests[task] = command
+        task.add_done_callback(self._requests.pop)
 
     async def _answer(self, command: ChatCommand) -> None:
         try:
             await self._run_request(command)
+        except asyncio.CancelledError:
+            raise
         except Exception:  # pylint: disable=broad-exception-caught
             # One broken request must not stop the bot, nor leave its sender without an answer.
             logger.exception("request %s from %s failed", command.event_id, command.sender)
@@ -168,9 +191,8 @@ class Bot:
                 self._running += 1
                 await self.adapter.reply(command, f"received: {command.text}")
                 relay = ProgressRelay(self, command)
-            reply = await self.loop.run_in_executor(
-                self._runs if runs_playbook else self._quick,
-                self.ops.handle, command.sender, command.text, relay.push if relay else None)
+            reply = await self._in_thread(self.ops.handle, command.sender, command.text,
+                                          relay.push if relay else None)
         finally:
             if runs_playbook:
                 self._running -= 1
@@ -178,20 +200,61 @@ class Bot:
                 await relay.close()
         await self.adapter.reply(command, reply.text)
 
+    def _in_thread(self, function, *args) -> asyncio.Future:
+        """Call ``function`` in a thread of its own: a cancel never waits behind a run. A daemon
+        thread, so that a bot handing its runs over exits without waiting for them."""
+        future = self.loop.create_future()
+
+        def settle(result=None, error=None) -> None:
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+
+        def work() -> None:
+            try:
+                outcome = {"result": function(*args)}
+            except Exception as error:  # pylint: disable=broad-exception-caught
+                outcome = {"error": error}
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+                self.loop.call_soon_threadsafe(lambda: settle(**outcome))
+
+        threading.Thread(target=work, name="chatops-request", daemon=True).start()
+        return future
+
+
+def load_settings(config_path: str) -> tuple[Config, MatrixSettings, BotSettings]:
+    """Read and validate the whole configuration file; changes nothing."""
+    raw, base = read_sections(config_path)
+    if "matrix" not in raw:
+        raise ConfigError("matrix is required to serve (the chat server to connect to)")
+    return (load_config(config_path), MatrixSettings.from_mapping(raw["matrix"], base),
+            BotSettings.from_mapping(raw.get("bot", {})))
+
+
+def check(config_path: str) -> int:
+    """``serve --check``: 0 when the configuration is valid, else 2 with the reason."""
+    try:
+        load_settings(config_path)
+    except (OSError, ConfigError, yaml.YAMLError) as error:
+        print(f"configuration error: {error}", file=sys.stderr)
+        return 2
+    print(f"{config_path}: the configuration is valid")
+    return 0
+
 
 def serve(config_path: str) -> int:
-    """Run the bot until SIGTERM or SIGINT; returns the exit status."""
+    """Run the bot until SIGTERM or SIGINT; returns the exit status (2: configuration error)."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        raw, base = read_sections(config_path)
-        if "matrix" not in raw:
-            raise ConfigError("matrix is required to serve (the chat server to connect to)")
-        adapter = MatrixAdapter(MatrixSettings.from_mapping(raw["matrix"], base))
-        settings = BotSettings.from_mapping(raw.get("bot", {}))
-        ops = ChatOps.from_config_file(config_path)
-    except (OSError, ConfigError) as error:
+        config, matrix_settings, settings = load_settings(config_path)
+        ops = ChatOps(config)
+    except (OSError, ConfigError, yaml.YAMLError) as error:
         logger.error("configuration error: %s", error)
         return 2
+    adapter = MatrixAdapter(matrix_settings)
 
     async def main() -> None:
         stop = asyncio.Event()

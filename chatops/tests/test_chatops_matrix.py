@@ -209,7 +209,7 @@ def test_cancel_is_answered_while_the_run_worker_is_busy_and_stops_the_run(chat,
 
     busy, refusal, accepted, summary = run(conversation())
     assert busy["body"].startswith("refused: 1 runs are in progress")
-    assert refusal["body"] == "refused: you may cancel only your own runs on pro6000-02"
+    assert refusal["body"] == "refused: you may not cancel runs on pro6000-02"
     assert summary["body"].startswith("deploy pro6000-02: canceled in ")
     assert processes_with(f"PRO6000_CHATOPS_RUN={accepted['body'].split()[4]}") == []
 
@@ -267,3 +267,92 @@ def carol_notifications_from(chat, sender: str) -> list[dict]:
     with urllib.request.urlopen(request, timeout=30) as answer:
         notifications = json.load(answer)["notifications"]
     return [notification for notification in notifications if notification["event"]["sender"] == sender]
+
+
+def started_run(chat, host: str) -> str:
+    """The id of the latest run started on ``host`` (the audit log)."""
+    return [record for record in audit(chat) if record["event"] == "started" and host in record["hosts"]][-1]["request"]
+
+
+def test_sigterm_cancels_the_runs_answers_and_exits(chat, bot):
+    async def conversation():
+        alice = Person(chat["homeserver"], chat["alice"])
+        await alice.login()
+        deploy = await alice.say(chat["room"], f"{BOT}: deploy pro6000-02")
+        await alice.wait_for_reply(deploy, "task: Wait until the test opens the gate")
+        started = time.monotonic()
+        status = bot.stop()
+        stopped_after = time.monotonic() - started
+        summary = await alice.wait_for_reply(deploy, "deploy pro6000-02: ", timeout=10)
+        await alice.close()
+        return status, stopped_after, summary
+
+    status, stopped_after, summary = run(conversation())
+    assert status == 0 and stopped_after < 30, bot.text()
+    assert summary["body"].startswith("deploy pro6000-02: canceled in ")
+    assert processes_with(f"PRO6000_CHATOPS_RUN={started_run(chat, 'pro6000-02')}") == []
+
+
+def test_a_bot_killed_mid_deploy_leaves_the_run_locked_and_the_next_bot_reports_and_cancels_it(chat, bot):
+    async def conversation():
+        alice = Person(chat["homeserver"], chat["alice"])
+        carol = Person(chat["homeserver"], chat["carol"])
+        await alice.login()
+        await carol.login()
+        deploy = await alice.say(chat["room"], f"{BOT}: deploy pro6000-02")
+        await alice.wait_for_reply(deploy, "task: Wait until the test opens the gate")
+        run_id = started_run(chat, "pro6000-02")
+        bot.process.kill()
+        bot.process.wait(30)
+        orphans = processes_with(f"PRO6000_CHATOPS_RUN={run_id}")
+        while_down = await alice.say(chat["room"], f"{BOT}: deploy pro6000-01")
+        announced_from = len(alice.events)
+        second = BotProcess(chat)
+        try:
+            report = None
+            deadline = time.monotonic() + 30
+            while report is None:
+                await alice.sync()
+                report = next((event["content"] for event in alice.events[announced_from:]
+                               if event["sender"] == chat["bot"]), None)
+                assert time.monotonic() < deadline, "the restarted bot reported nothing"
+            # The orphan still runs and holds the host.
+            again = await alice.say(chat["room"], f"{BOT}: deploy pro6000-02")
+            busy = await alice.wait_for_reply(again, "refused: ")
+            still_running = processes_with(f"PRO6000_CHATOPS_RUN={run_id}")
+            not_hers = await carol.say(chat["room"], f"{BOT}: cancel pro6000-02")
+            refusal = await carol.wait_for_reply(not_hers, "refused: ")
+            cancel = await alice.say(chat["room"], f"{BOT}: cancel pro6000-02")
+            canceled = await alice.wait_for_reply(cancel, "canceled run ", timeout=60)
+            remaining = processes_with(f"PRO6000_CHATOPS_RUN={run_id}")
+            chat["gate"].touch()
+            later = await alice.say(chat["room"], f"{BOT}: deploy pro6000-02")
+            later_summary = await alice.wait_for_reply(later, "deploy pro6000-02: ")
+            await alice.sync(1000)
+            replies_while_down = alice.replies_to(while_down)
+        finally:
+            status = second.stop()
+            for person in (alice, carol):
+                await person.close()
+        return (run_id, orphans, report, busy, still_running, refusal, canceled, remaining,
+                later_summary, replies_while_down, status, second)
+
+    (run_id, orphans, report, busy, still_running, refusal, canceled, remaining, later_summary,
+     replies_while_down, status, second) = run(conversation())
+    assert orphans, "no process of the run outlived the bot"
+    assert report["body"].startswith(f"started; runs of the bot before me:\nrun {run_id}: deploy pro6000-02 by "
+                                     f"{chat['alice']} since ")
+    assert "(orphaned: the bot that started it is gone; cancel stops it)" in report["body"]
+    assert busy["body"].startswith(f"refused: pro6000-02 is busy with another run (deploy {chat['alice']}, run {run_id}")
+    assert busy["body"].endswith("its bot is gone: cancel stops it")
+    assert set(still_running) & set(orphans)
+    assert refusal["body"] == "refused: you may not cancel runs on pro6000-02"
+    assert canceled["body"].startswith(f"canceled run {run_id}: deploy pro6000-02 by {chat['alice']}")
+    assert canceled["body"].endswith("no process of it remains")
+    assert remaining == []
+    assert later_summary["body"].startswith("deploy pro6000-02: successful in ")
+    # Sent while no bot ran: not run by the bot that came back.
+    assert replies_while_down == []
+    assert status == 0, second.text()
+    finished = [record for record in audit(chat) if record["event"] == "finished" and record["request"] == run_id]
+    assert [record["status"] for record in finished] == ["canceled"]
