@@ -355,9 +355,10 @@ class ChatOps:
             self._close_lost(run, "canceled", "its keeper did not finish it; every process of it was killed")
 
     def cancel_all(self, user: str) -> list[str]:
-        """Cancel every run this bot waits for (the command line's Ctrl-C); returns their ids."""
+        """Cancel every run this bot waits for and has not canceled yet (the command line's
+        Ctrl-C); returns their ids."""
         with self._active_lock:
-            runs = list(self._active.values())
+            runs = [run for run in self._active.values() if not run.cancel.is_set()]
         for run in runs:
             self.audit.record("cancel", run.run_id, user=user, run=run.run_id)
             run.stop()
