@@ -61,8 +61,8 @@ class AuditLog:
                 os.fdatasync(descriptor)
             except OSError as error:
                 os.ftruncate(descriptor, size)
-                raise AuditError(error.errno, f"the audit log {self.path} could not be written "
-                                              f"({error.strerror or error}); the {event} record was not kept") from None
+                raise AuditError(f"the audit log {self.path} could not be written "
+                                 f"({error.strerror or error}); the {event} record was not kept") from None
         finally:
             os.close(descriptor)
 

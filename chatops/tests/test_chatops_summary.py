@@ -3,7 +3,7 @@
 The module results follow the RETURN documentation of pro6000.inference.sglang_bench and
 sglang_probe; test_chatops_e2e_lab.py reads them from the real modules on the lab host.
 """
-from pro6000_chatops.summary import EventRecorder, ProgressRelay
+from pro6000_chatops.summary import EventRecorder, HostSummary, ProgressRelay
 
 
 def _event(kind, **data):
@@ -97,3 +97,16 @@ def test_a_progress_callback_that_raises_does_not_stop_the_run():
     assert relay.close(10)
     assert recorder.host_summaries(("h1",), "successful")[0].status == "ok"
     assert len(delivered) == 2
+
+
+def test_a_run_stopped_without_a_recap_reports_what_it_changed():
+    recorder = EventRecorder()
+    recorder(_event("runner_on_ok", host="h1", task="Write the unit", res={"changed": True}))
+    recorder(_event("runner_on_ok", host="h1", task="Read the facts", res={"changed": False}))
+    recorder(_event("runner_on_skipped", host="h2", task="Read the facts", res={}))
+    for status in ("timeout", "canceled"):
+        assert recorder.host_summaries(("h1", "h2", "h3"), status) == (
+            HostSummary("h1", status, ok=2, changed=1),
+            HostSummary("h2", status, skipped=1),
+            HostSummary("h3", status),
+        )
