@@ -17,8 +17,8 @@ from pathlib import Path
 from .audit import AuditLog
 from .locks import HeldLock, HostLocks
 from .masking import Masker
-from .runs import PlaybookRun, conduct, process_identity, run_playbook
-from .summary import Progress
+from .runs import PROGRESS_DRAIN_S, PlaybookRun, conduct, process_identity, run_playbook
+from .summary import Progress, ProgressRelay
 
 
 class _Lines:
@@ -56,6 +56,7 @@ def main() -> int:
     locks.update_holder(held.values(), {**orders["holder"], "keeper": process_identity(os.getpid())})
     audit = AuditLog(Path(orders["audit_log"]), Masker(run.secrets.values()))
     lines = _Lines(sys.stdout.buffer)
+    relay = ProgressRelay(lines.progress)
 
     def host_done(host: str) -> None:
         lock = held.pop(host, None)
@@ -63,12 +64,13 @@ def main() -> int:
             locks.release(lock)
 
     try:
-        summary = conduct(run, orders["command"], orders["user"], run_playbook, audit, lines.progress,
+        summary = conduct(run, orders["command"], orders["user"], run_playbook, audit, relay,
                           cancel, host_done, orders.get("host_done_after"))
-        lines.send({"summary": summary.as_dict()})
     finally:
         for lock in held.values():
             locks.release(lock)
+    relay.close(PROGRESS_DRAIN_S)
+    lines.send({"summary": summary.as_dict()})
     return 0
 
 

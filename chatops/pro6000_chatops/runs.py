@@ -41,7 +41,7 @@ from .audit import AuditError, AuditLog
 from .environment import minimal_environment
 from .inventory import ansible_tool
 from .masking import REDACTED
-from .summary import EventRecorder, Progress, ProgressRelay, RunSummary
+from .summary import EventRecorder, Progress, RunSummary
 
 logger = logging.getLogger(__name__)
 
@@ -237,9 +237,11 @@ def conduct(run: PlaybookRun, command: str, user: str, execute: Executor, audit:
             on_progress: Callable[[Progress], None] | None, cancel: threading.Event,
             on_host_done: Callable[[str], None] | None = None,
             host_done_after: str | None = None) -> RunSummary:
-    """Execute a run and make its summary; the audit log gets its ``finished`` record."""
-    relay = ProgressRelay(on_progress) if on_progress is not None else None
-    recorder = EventRecorder(relay, audit.masker, on_host_done, host_done_after)
+    """Execute a run and make its summary; the audit log gets its ``finished`` record.
+
+    ``on_progress`` is called on the thread that also checks for cancel and timeout: pass a
+    ProgressRelay, and close it once the hosts are free (a slow chat must not hold them)."""
+    recorder = EventRecorder(on_progress, audit.masker, on_host_done, host_done_after)
     started = time.monotonic()
     try:
         status, rc = execute(run, recorder, cancel)
@@ -263,8 +265,6 @@ def conduct(run: PlaybookRun, command: str, user: str, execute: Executor, audit:
     except AuditError:
         # The run happened whatever the log says: the summary still goes back to the chat.
         logger.exception("run %s: the finished record could not be written", run.run_id)
-    if relay is not None:
-        relay.close(PROGRESS_DRAIN_S)
     return summary
 
 

@@ -244,11 +244,14 @@ class ChatOps:
         def host_done(host: str) -> None:
             self._release([lock for lock in held if lock.host == host])
 
+        relay = ProgressRelay(on_progress) if on_progress is not None else None
         try:
             return conduct(run, active.command.describe(), active.user, self._execute, self.audit,
-                           on_progress, active.cancel, host_done, active.command.action.host_done_after)
+                           relay, active.cancel, host_done, active.command.action.host_done_after)
         finally:
             self._release(held)
+            if relay is not None:
+                relay.close(PROGRESS_DRAIN_S)
 
     def _run_in_keeper(self, active: ActiveRun, run: PlaybookRun, holder: Mapping[str, object],
                        held: list[HeldLock], on_progress: ProgressCallback | None) -> RunSummary:

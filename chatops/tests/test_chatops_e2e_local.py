@@ -11,7 +11,7 @@ import time
 import pytest
 
 from pro6000_chatops import ChatOps, load_config
-from pro6000_chatops.runs import REDACTED
+from pro6000_chatops.runs import REDACTED, run_playbook
 
 from chatops_support import audit_records, processes_with, write_config
 
@@ -26,11 +26,11 @@ def ops_factory(tmp_path, local_inventory, monkeypatch):
     out = tmp_path / "out"
     out.mkdir()
 
-    def make(gate=None):
+    def make(gate=None, execute=None):
         environment = {"CHATOPS_TEST_OUT": str(out), "CHATOPS_TEST_GATE": str(gate or "")}
         config = load_config(write_config(tmp_path, local_inventory, environment=environment,
                                           secrets=["PRO6000_HUB_TOKEN"]))
-        return ChatOps(config), out
+        return ChatOps(config, execute=execute), out
     return make
 
 
@@ -186,9 +186,12 @@ def test_cancel_is_seen_within_a_poll_while_the_playbook_is_quiet(ops_factory, t
     assert time.monotonic() - canceled_at[0] < 3.5
 
 
-def test_a_stuck_chat_delays_neither_the_run_nor_its_cancel(ops_factory, tmp_path):
+# In a keeper process, or in the bot's own process (where the events arrive on the thread that
+# also checks for cancel and timeout).
+@pytest.mark.parametrize("execute", [None, run_playbook], ids=["keeper", "in-process"])
+def test_a_stuck_chat_delays_neither_the_run_nor_its_cancel(ops_factory, tmp_path, execute):
     gate = tmp_path / "gate-never-opened"
-    ops, out = ops_factory(gate)
+    ops, out = ops_factory(gate, execute)
     chat_back = threading.Event()
     delivered = []
 
