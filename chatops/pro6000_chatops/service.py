@@ -26,7 +26,7 @@ from .config import Config, load_config
 from .inventory import InventoryCache, InventoryError
 from .locks import HeldLock, HostBusy, HostLocks
 from .masking import Masker
-from .runs import (LEFTOVER_KILL_TIMEOUT_S, PROGRESS_DRAIN_S, Executor, Keeper, PlaybookRun, conduct,
+from .runs import (PROGRESS_DRAIN_S, Executor, Keeper, PlaybookRun, conduct,
                    is_alive, process_identity, remove_run_dirs, stop_leftover_processes)
 from .summary import Progress, ProgressRelay, RunSummary
 
