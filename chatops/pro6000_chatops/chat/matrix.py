@@ -168,6 +168,7 @@ class MatrixAdapter(ChatAdapter):
     async def connect(self) -> None:
         client = self._client
         client.access_token = read_access_token(self.settings.access_token_file)
+        logger.info("matrix: connecting to %s as %s", self.settings.homeserver, self.settings.user_id)
         while True:
             whoami = await client.whoami()
             if not isinstance(whoami, WhoamiError):
