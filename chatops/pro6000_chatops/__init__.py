@@ -7,10 +7,11 @@
 """
 from .commands import ACTIONS, Command, Refused, parse
 from .config import Config, ConfigError, Policy, load_config
-from .service import ChatOps, Reply
+from .service import ChatOps, Reply, RunInfo
 from .summary import BenchFigures, HostSummary, ProbeFigures, Progress, RunSummary
 
 __all__ = [
     "ACTIONS", "BenchFigures", "ChatOps", "Command", "Config", "ConfigError", "HostSummary",
-    "Policy", "ProbeFigures", "Progress", "Refused", "Reply", "RunSummary", "load_config", "parse",
+    "Policy", "ProbeFigures", "Progress", "Refused", "Reply", "RunInfo", "RunSummary", "load_config",
+    "parse",
 ]

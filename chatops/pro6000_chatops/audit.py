@@ -1,8 +1,13 @@
 """The audit log: one JSON document per line, appended, never rewritten.
 
-Each record is written with a single ``write`` on a descriptor opened with ``O_APPEND`` and under
-an exclusive ``flock``, so records of concurrent threads and bot processes never interleave.
-``ensure_ascii`` keeps control characters and look-alike letters from chat visible as escapes.
+Records of concurrent threads and bot processes never interleave: each is appended on a
+descriptor opened with ``O_APPEND`` under an exclusive ``flock``. A record is written whole or
+not at all: a short write (a full disk, a file size limit) is cut back off and raised as
+AuditError, and a fragment that a writer killed mid-write left at the end is cut off by the
+next writer before it appends. Every record is flushed to disk (``fdatasync``) before the call
+returns, so what the log says happened survives a crash of the machine; records are few (a
+handful per request), so this costs nothing that matters. ``ensure_ascii`` keeps control
+characters and look-alike letters from chat visible as escapes; secret values are masked.
 """
 from __future__ import annotations
 
@@ -12,8 +17,16 @@ import json
 import os
 from pathlib import Path
 
+from .files import open_private
+from .masking import Masker
+
 # Raw chat text is kept up to this many characters; the record also says how long it was.
 TEXT_LIMIT = 512
+_TAIL_CHUNK = 65536
+
+
+class AuditError(OSError):
+    """A record could not be written whole; nothing of it is in the log."""
 
 
 def clip(text: str) -> str:
@@ -21,21 +34,51 @@ def clip(text: str) -> str:
 
 
 class AuditLog:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, masker: Masker | None = None):
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.masker = masker or Masker()
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o750)
 
     def record(self, event: str, request_id: str, **fields: object) -> None:
-        entry = {
+        entry = self.masker.value({
             "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
             "event": event,
             "request": request_id,
             **fields,
-        }
+        })
         line = (json.dumps(entry, ensure_ascii=True, sort_keys=True, default=str) + "\n").encode()
-        descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        descriptor = open_private(self.path, os.O_RDWR | os.O_APPEND, 0o640, "audit log")
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX)
-            os.write(descriptor, line)
+            size = _cut_torn_tail(descriptor)
+            try:
+                written = 0
+                while written < len(line):
+                    count = os.write(descriptor, line[written:])
+                    if count == 0:
+                        raise OSError(0, "the write made no progress")
+                    written += count
+                os.fdatasync(descriptor)
+            except OSError as error:
+                os.ftruncate(descriptor, size)
+                raise AuditError(f"the audit log {self.path} could not be written "
+                                 f"({error.strerror or error}); the {event} record was not kept") from None
         finally:
             os.close(descriptor)
+
+
+def _cut_torn_tail(descriptor: int) -> int:
+    """Cut a partial last line (its writer was killed mid-write); returns the size after that."""
+    size = os.fstat(descriptor).st_size
+    if size == 0 or os.pread(descriptor, 1, size - 1) == b"\n":
+        return size
+    end = size
+    while end > 0:
+        start = max(0, end - _TAIL_CHUNK)
+        newline = os.pread(descriptor, end - start, start).rfind(b"\n")
+        if newline >= 0:
+            end = start + newline + 1
+            break
+        end = start
+    os.ftruncate(descriptor, end)
+    return end

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from .summary import PROBE_MODULE
+
 MAX_COMMAND_LENGTH = 200
 ALLOWED_CHARACTERS = frozenset(string.ascii_letters + string.digits + " ._=-")
 _HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
@@ -49,6 +51,9 @@ class Action:
     # The extra var that names the target host, for playbooks that take it (besides --limit).
     host_var: str | None = None
     fixed_vars: Mapping[str, object] = field(default_factory=lambda: MappingProxyType({}))
+    # The module whose result ends the action's work on a host: the run frees that host then,
+    # not when the slowest host is done (None: the hosts stay locked until the run ends).
+    host_done_after: str | None = None
 
     @property
     def usage(self) -> str:
@@ -68,8 +73,10 @@ ACTIONS: Mapping[str, Action] = MappingProxyType({
     "deploy": Action("deploy", "deploy.yml", host_required=True, takes_algorithm=True,
                      numbers=(DRAFT, BUDGET)),
     "bench": Action("bench", "smoke.yml", host_required=True),
+    # Read-only: each host is free again once its probe has answered (or failed).
     "status": Action("status", "smoke.yml", host_required=False,
-                     fixed_vars=MappingProxyType({"smoke_probe_only": True})),
+                     fixed_vars=MappingProxyType({"smoke_probe_only": True}),
+                     host_done_after=PROBE_MODULE),
     # tune.yml measures one host, named by tune_host.
     "tune": Action("tune", "tune.yml", host_required=True, host_var="tune_host"),
     # Stops a run in progress; runs no playbook of its own.

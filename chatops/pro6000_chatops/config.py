@@ -22,6 +22,8 @@ _ENVIRONMENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _KEYS = {
     "inventory", "inventory_group", "inventory_cache_seconds", "playbooks_dir", "audit_log",
     "lock_dir", "runs_dir", "job_timeout", "environment", "secrets", "groups", "grants",
+    # The chat bot's sections, validated by bot.py (serve) and ignored here.
+    "matrix", "bot",
 }
 _GRANT_KEYS = {"users", "groups", "actions", "hosts"}
 

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from .environment import minimal_environment
+
 
 class InventoryError(RuntimeError):
     """The inventory could not be read."""
@@ -52,17 +54,27 @@ def _members(listing: Mapping[str, dict], group: str, seen: set[str]) -> set[str
 
 
 def read_inventory(inventory: Path, group: str, environment: Mapping[str, str]) -> InventoryHosts:
-    """List the hosts of ``group`` (children included) in an inventory source."""
+    """List the hosts of ``group`` (children included) in an inventory source.
+
+    An inventory script runs with the allow-listed environment and the operator's fixed
+    variables only, as the playbooks do: never with the bot's own credentials.
+    """
     command = [ansible_tool("ansible-inventory"), "-i", str(inventory), "--list", "--export"]
     try:
         completed = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False,
-                                   env={**os.environ, **environment})
+                                   env=minimal_environment(os.environ, environment))
     except subprocess.TimeoutExpired as error:
         raise InventoryError("ansible-inventory took longer than 120 s") from error
     if completed.returncode != 0:
         last_line = (completed.stderr.strip().splitlines() or ["no message"])[-1]
         raise InventoryError(f"ansible-inventory failed: {last_line}")
-    listing = json.loads(completed.stdout)
+    try:
+        listing = json.loads(completed.stdout)
+    except ValueError:
+        first_line = (completed.stdout.strip().splitlines() or ["nothing"])[0][:120]
+        raise InventoryError(f"ansible-inventory printed something other than JSON: {first_line!r}") from None
+    if not isinstance(listing, dict):
+        raise InventoryError("ansible-inventory printed JSON that is not a mapping of groups")
     group_names = frozenset(name for name in listing if name != "_meta")
     return InventoryHosts(frozenset(_members(listing, group, set())), group_names)
 

@@ -1,9 +1,14 @@
 """Turn ansible-runner events into progress messages a bot can relay and a final summary."""
 from __future__ import annotations
 
+import collections
+import dataclasses
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+
+from .masking import Masker
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +114,20 @@ class RunSummary:
             "failure": self.failure,
         }
 
+    @classmethod
+    def from_dict(cls, document: Mapping[str, object]) -> RunSummary:
+        """The summary back from ``as_dict`` (as the run's keeper process sends it)."""
+        return cls(
+            run_id=document["run"], command=document["command"], status=document["status"],
+            rc=document["rc"], duration_s=document["duration_s"],
+            hosts=tuple(HostSummary(**host) for host in document["hosts"]),
+            bench=tuple(BenchFigures(**{**figure, "failed_gates": tuple(figure["failed_gates"])})
+                        for figure in document["bench"]),
+            probes=tuple(ProbeFigures(**{**probe, "mismatches": tuple(probe["mismatches"])})
+                         for probe in document["probes"]),
+            failure=document["failure"],
+        )
+
 
 def _number(value: object) -> str:
     return f"{value:.1f}" if isinstance(value, (int, float)) else "n/a"
@@ -183,12 +202,28 @@ def _failure_message(result: Mapping[str, object]) -> str:
     return "no message"
 
 
+# The play recap's counters (playbook_on_stats) and the host results that raise each of them
+# (ansible-core lib/ansible/executor/stats.py, as the strategy plugins call it).
+_RECAP_COUNTER = {"ok": "ok", "changed": "ok", "failed": "failures", "unreachable": "dark",
+                  "skipped": "skipped", "failed (ignored)": "ignored"}
+
+
 @dataclass
 class EventRecorder:
-    """Consumes ansible-runner events in order; relays progress and keeps what the summary needs."""
+    """Consumes ansible-runner events in order; relays progress and keeps what the summary needs.
+
+    ``on_host_done`` is told the host whose result of ``done_module`` (or whose failure) has
+    just come in, so that a run can let go of that host before the others are done.
+    """
 
     on_progress: Callable[[Progress], None] | None = None
+    masker: Masker = field(default_factory=Masker)
+    on_host_done: Callable[[str], None] | None = None
+    done_module: str | None = None
     stats: dict[str, dict[str, int]] = field(default_factory=dict)
+    # The same counters, counted from the host results as they come: a canceled or timed-out
+    # run has no recap, and what it changed before it stopped must still be reported.
+    counted: dict[str, dict[str, int]] = field(default_factory=dict)
     bench: dict[str, BenchFigures] = field(default_factory=dict)
     probes: dict[str, ProbeFigures] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
@@ -201,7 +236,8 @@ class EventRecorder:
             return
         if isinstance(event.get("stdout"), str) and event["stdout"].strip():
             # Kept for failures that happen before any task (syntax errors, bad inventory).
-            self.last_output = (self.last_output + event["stdout"].strip().splitlines())[-5:]
+            lines = self.masker.text(event["stdout"]).strip().splitlines()
+            self.last_output = (self.last_output + lines)[-5:]
         if kind == "playbook_on_play_start":
             self._emit(Progress("play", f"play: {data.get('play')}", play=data.get("play")))
         elif kind == "playbook_on_task_start":
@@ -228,33 +264,46 @@ class EventRecorder:
         elif action == PROBE_MODULE and isinstance(result.get("server"), dict):
             self.probes[host] = probe_figures(host, result)
         text = f"{host}: {status}: {task}"
+        ends_host = action == self.done_module
         if status in ("failed", "unreachable"):
             if data.get("ignore_errors"):
                 status = "failed (ignored)"
                 text = f"{host}: {status}: {task}"
             else:
-                message = _failure_message(result)
+                message = self.masker.text(_failure_message(result))
                 self.failures.append(f"{host}: {task}: {message}")
                 text += f": {message}"
+                ends_host = True
+        counts = self.counted.setdefault(host, {})
+        counter = _RECAP_COUNTER[status]
+        counts[counter] = counts.get(counter, 0) + 1
+        if status == "changed":
+            counts["changed"] = counts.get("changed", 0) + 1
         self._emit(Progress("host", text, play=data.get("play"), task=task, host=host, status=status))
+        if ends_host and self.on_host_done is not None:
+            self.on_host_done(host)
 
     def _emit(self, progress: Progress) -> None:
-        if self.on_progress is None:
-            return
-        try:
-            self.on_progress(progress)
-        except Exception:  # pylint: disable=broad-exception-caught
-            # A bot that fails to relay a message must not stop a deploy halfway.
-            logger.exception("the progress callback failed on %r", progress.text)
+        # Names of plays and tasks are templates: they can hold a secret too.
+        if self.on_progress is not None:
+            self.on_progress(dataclasses.replace(
+                progress, text=self.masker.text(progress.text),
+                play=progress.play and self.masker.text(progress.play),
+                task=progress.task and self.masker.text(progress.task)))
 
     def host_summaries(self, hosts: tuple[str, ...], run_status: str) -> tuple[HostSummary, ...]:
         summaries = []
         for host in hosts:
             counts = self.stats.get(host)
-            if counts is None:
-                summaries.append(HostSummary(host, "canceled" if run_status == "canceled" else "not run"))
+            if counts is not None:
+                status = "unreachable" if counts.get("dark") else "failed" if counts.get("failures") else "ok"
+            elif run_status in ("canceled", "timeout"):
+                status, counts = run_status, self.counted.get(host, {})
+            elif host in self.counted:
+                status, counts = "failed", self.counted[host]
+            else:
+                summaries.append(HostSummary(host, "not run"))
                 continue
-            status = "unreachable" if counts.get("dark") else "failed" if counts.get("failures") else "ok"
             summaries.append(HostSummary(host, status, ok=counts.get("ok", 0),
                                          changed=counts.get("changed", 0),
                                          failed=counts.get("failures", 0),
@@ -270,3 +319,55 @@ class EventRecorder:
         if run_status in ("canceled", "timeout"):
             return f"the run was {'canceled' if run_status == 'canceled' else 'stopped: it ran too long'}"
         return _clip(" ".join(self.last_output)) or "ansible-playbook failed without a message"
+
+
+class ProgressRelay:
+    """Hands progress to a callback on a thread of its own, through a bounded queue.
+
+    The run's thread only queues: a slow or stuck callback (a chat server that takes its time)
+    never holds up ansible-runner's loop, which is where cancel and the job timeout are checked.
+    When the queue is full, progress is dropped and counted; ``close`` says how much.
+    """
+
+    def __init__(self, deliver: Callable[[Progress], None], capacity: int = 64):
+        self._deliver = deliver
+        self._capacity = capacity
+        self._pending: collections.deque[Progress] = collections.deque()
+        self._condition = threading.Condition()
+        self._closed = False
+        self.dropped = 0
+        self._thread = threading.Thread(target=self._run, name="progress-relay", daemon=True)
+        self._thread.start()
+
+    def __call__(self, progress: Progress) -> None:
+        with self._condition:
+            if len(self._pending) >= self._capacity:
+                self.dropped += 1
+                return
+            self._pending.append(progress)
+            self._condition.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._condition:
+                while not self._pending and not self._closed:
+                    self._condition.wait()
+                if not self._pending:
+                    return
+                progress = self._pending.popleft()
+            try:
+                self._deliver(progress)
+            except Exception:  # pylint: disable=broad-exception-caught
+                # A bot that fails to relay a message must not stop a deploy halfway.
+                logger.exception("the progress callback failed on %r", progress.text)
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Deliver what is queued (waiting at most ``timeout`` s); True when all was delivered."""
+        with self._condition:
+            if self.dropped:
+                self._pending.append(Progress("note", f"{self.dropped} progress messages were dropped: "
+                                                      "they came faster than they could be delivered"))
+            self._closed = True
+            self._condition.notify()
+        self._thread.join(timeout)
+        return not self._thread.is_alive()

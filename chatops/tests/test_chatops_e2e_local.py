@@ -11,7 +11,7 @@ import time
 import pytest
 
 from pro6000_chatops import ChatOps, load_config
-from pro6000_chatops.runs import REDACTED
+from pro6000_chatops.runs import REDACTED, run_playbook
 
 from chatops_support import audit_records, processes_with, write_config
 
@@ -26,11 +26,11 @@ def ops_factory(tmp_path, local_inventory, monkeypatch):
     out = tmp_path / "out"
     out.mkdir()
 
-    def make(gate=None):
+    def make(gate=None, execute=None):
         environment = {"CHATOPS_TEST_OUT": str(out), "CHATOPS_TEST_GATE": str(gate or "")}
         config = load_config(write_config(tmp_path, local_inventory, environment=environment,
                                           secrets=["PRO6000_HUB_TOKEN"]))
-        return ChatOps(config), out
+        return ChatOps(config, execute=execute), out
     return make
 
 
@@ -58,18 +58,23 @@ def test_deploy_runs_the_playbook_with_validated_vars_and_secrets_kept_out_of_th
     ]
     assert [(p.kind, p.text) for p in progress] == [
         ("play", "play: Record what a deploy receives from chatops"),
+        ("task", "task: Print the secret as a careless task would"),
+        ("host", "pro6000-03: ok: Print the secret as a careless task would"),
         ("task", "task: Look for the secret in every file of the run directory"),
         ("host", "pro6000-03: ok: Look for the secret in every file of the run directory"),
         ("task", "task: Record the extra vars, the environment and the search"),
         ("host", "pro6000-03: changed: Record the extra vars, the environment and the search"),
+        ("task", "task: Wait until the test opens the gate"),
+        ("host", "pro6000-03: skipped: Wait until the test opens the gate"),
     ]
 
     record = json.loads((out / "pro6000-03-deploy.json").read_text())
     assert (record["algorithm"], record["draft_length"], record["budget"]) == ("ddtree", 12, 20)
     assert record["secret_sha256"] == hashlib.sha256(SECRET.encode()).hexdigest()
     assert record["bot_token"] == ""
-    # While the playbook ran, no file of its run directory held the secret, and the file where
-    # ansible-runner dumps the environment held the redaction mark instead.
+    # While the playbook ran, no file of its run directory held the secret (a task had printed
+    # it: there is no artifacts/<id>/stdout), and the file where ansible-runner dumps the
+    # environment held the redaction mark instead.
     assert record["files_with_secret"] == []
     assert record["command_file"]["env"]["PRO6000_HUB_TOKEN"] == REDACTED
     assert "CHAT_BOT_TOKEN" not in record["command_file"]["env"]
@@ -132,7 +137,7 @@ def test_two_concurrent_requests_for_one_host_run_one_and_refuse_the_other(ops_f
 
 
 def test_cancel_stops_the_run_and_frees_the_host(ops_factory, tmp_path):
-    gate = tmp_path / "gate-never-opened"
+    gate = tmp_path / "gate"
     ops, out = ops_factory(gate)
     replies = {}
     worker = threading.Thread(target=lambda: replies.setdefault("run", ops.handle("alice", "bench pro6000-02")))
@@ -149,10 +154,64 @@ def test_cancel_stops_the_run_and_frees_the_host(ops_factory, tmp_path):
     summary = replies["run"].summary
     assert summary.status == "canceled"
     assert summary.failure == "the run was canceled"
-    assert summary.hosts[0].host == "pro6000-02"
+    # No play recap after a cancel: what the run changed (the record it wrote) is counted from
+    # the host results it had reported.
+    assert [(host.host, host.status, host.ok, host.changed) for host in summary.hosts] == [
+        ("pro6000-02", "canceled", 1, 1)]
+    assert "pro6000-02: canceled, 1 changed" in replies["run"].text
     assert list(ops.config.runs_dir.iterdir()) == []
     # No process of the run is left waiting for the gate (ansible's task worker included).
     assert processes_with(f"CHATOPS_TEST_GATE={gate}") == []
     assert [r["event"] for r in audit_records(ops)].count("cancel") == 1
-    # The host is free again (a deploy: the stand-in smoke playbook would wait for the gate).
+    # The host is free again.
+    gate.touch()
     assert ops.handle("alice", "deploy pro6000-02 none").summary.status == "successful"
+
+
+def test_cancel_is_seen_within_a_poll_while_the_playbook_is_quiet(ops_factory, tmp_path):
+    ops, _ = ops_factory(tmp_path / "gate-never-opened")
+    canceled_at = []
+
+    def cancel_once_waiting(progress):
+        if progress.text == "task: Wait until the test opens the gate" and not canceled_at:
+            time.sleep(0.5)  # the playbook is quiet from here on
+            canceled_at.append(time.monotonic())
+            ops.cancel_all("alice")
+
+    reply = ops.handle("alice", "bench pro6000-02", cancel_once_waiting)
+
+    assert reply.summary.status == "canceled"
+    # ansible-runner asks the cancel callback every CANCEL_POLL_S (1 s) of silence; its
+    # default, 5 s, is what prepare() would have left.
+    assert time.monotonic() - canceled_at[0] < 3.5
+
+
+# In a keeper process, or in the bot's own process (where the events arrive on the thread that
+# also checks for cancel and timeout).
+@pytest.mark.parametrize("execute", [None, run_playbook], ids=["keeper", "in-process"])
+def test_a_stuck_chat_delays_neither_the_run_nor_its_cancel(ops_factory, tmp_path, execute):
+    gate = tmp_path / "gate-never-opened"
+    ops, out = ops_factory(gate, execute)
+    chat_back = threading.Event()
+    delivered = []
+
+    def stuck_chat(progress):
+        delivered.append(progress.text)
+        chat_back.wait(60)
+
+    replies = {}
+    worker = threading.Thread(target=lambda: replies.setdefault(
+        "run", ops.handle("alice", "bench pro6000-02", stuck_chat)))
+    worker.start()
+    try:
+        _wait_for((out / "pro6000-02-smoke.json").exists)
+        assert ops.handle("bob", "cancel pro6000-02").accepted
+        # The run ends while the chat still sits on its first message.
+        _wait_for(lambda: processes_with(f"CHATOPS_TEST_GATE={gate}") == [], timeout=8)
+        _wait_for(lambda: ops.runs() == [], timeout=5)
+        assert delivered == ["play: Record a probe or bench request from chatops"]
+    finally:
+        chat_back.set()
+        worker.join(60)
+    assert replies["run"].summary.status == "canceled"
+    assert "task: Wait until the test opens the gate" in delivered

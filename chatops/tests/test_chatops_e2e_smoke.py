@@ -1,50 +1,14 @@
 """The collection's own playbooks/smoke.yml, through real ansible-runner, on a local host whose
 server is the SGLang test double on loopback: the real sglang_probe and sglang_bench results
-reach the summary. (test_chatops_e2e_lab.py does the same against the lab container.)
+reach the summary (the double: conftest.py's double_url). test_chatops_e2e_lab.py does the
+same against the lab container.
 """
-import os
-import subprocess
-import sys
-import time
-import urllib.request
-
 import pytest
 import yaml
 
 from pro6000_chatops import ChatOps, load_config
 
 from chatops_support import ALL_ACTIONS, LOCAL_HOST_VARS, REPO_ROOT, write_config
-from support import free_port
-
-DOUBLE = REPO_ROOT / "tests" / "fixtures" / "sglang_double" / "python"
-
-
-@pytest.fixture(scope="module")
-def double_url(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("double")
-    (folder / "target").mkdir()
-    (folder / "drafter").mkdir()
-    (folder / "drafter" / "config.json").write_text('{"block_size": 16, "dflash_config": {"block_size": 16}}')
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "sglang.launch_server", "--model-path", str(folder / "target"),
-         "--speculative-algorithm", "DDTREE", "--speculative-draft-model-path", str(folder / "drafter"),
-         "--page-size", "1", "--host", "127.0.0.1", "--port", str(port)],
-        env={**os.environ, "PYTHONPATH": str(DOUBLE), "SGLANG_DOUBLE_STARTUP_S": "0.2"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as answer:
-                if answer.status == 200:
-                    break
-        except OSError:
-            assert server.poll() is None and time.monotonic() < deadline, "the SGLang double did not start"
-            time.sleep(0.2)
-    yield url
-    server.terminate()
-    server.wait(30)
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,7 @@
 """Every refused request is refused before ansible-runner starts, and the audit log records it."""
 import json
+import os
+import sys
 import threading
 
 import pytest
@@ -7,7 +9,7 @@ import pytest
 from pro6000_chatops import ChatOps, load_config
 from pro6000_chatops.locks import HostLocks
 
-from chatops_support import audit_records, write_config
+from chatops_support import RunnerSpy, audit_records, write_config
 from test_chatops_commands import BAD_INPUT
 
 REFUSED_REQUESTS = [("alice", text, reason) for text, reason in BAD_INPUT] + [
@@ -25,7 +27,7 @@ REFUSED_REQUESTS = [("alice", text, reason) for text, reason in BAD_INPUT] + [
     ("", "status", "not a valid chat identity"),
     ("alice\nbob", "status", "not a valid chat identity"),
     ("x" * 129, "status", "not a valid chat identity"),
-    ("alice", "cancel pro6000-01", "no run of this bot is in progress on pro6000-01"),
+    ("alice", "cancel pro6000-01", "no run is in progress on pro6000-01"),
 ]
 
 
@@ -50,8 +52,10 @@ def test_refused_before_the_runner_and_audited(spied_ops, runner_spy, user, text
 
 def test_a_busy_host_is_refused_before_the_runner(spied_ops, runner_spy):
     holder = {"run": "0123456789ab", "user": "bob", "action": "deploy", "since": "2026-01-01T00:00:00+00:00"}
-    with HostLocks(spied_ops.config.lock_dir).hold(["pro6000-02"], holder):
-        reply = spied_ops.handle("alice", "bench pro6000-02")
+    locks = HostLocks(spied_ops.config.lock_dir)
+    (held,) = locks.acquire(["pro6000-02"], holder)
+    reply = spied_ops.handle("alice", "bench pro6000-02")
+    locks.release(held)
     assert not reply.accepted
     assert "pro6000-02 is busy with another run (deploy bob, run 0123456789ab" in reply.text
     assert runner_spy.calls == []
@@ -106,3 +110,72 @@ def test_concurrent_requests_write_whole_audit_lines(spied_ops):
     records = audit_records(spied_ops)
     assert len(records) == 16
     assert sorted(record["event"] for record in records) == ["refused"] * 8 + ["request"] * 8
+
+
+class BlockingSpy(RunnerSpy):
+    """A run of this bot that lasts until the test lets it end."""
+
+    def __init__(self):
+        super().__init__()
+        self.started, self.finish = threading.Event(), threading.Event()
+
+    def __call__(self, run, on_event, cancel):
+        self.calls.append(run)
+        self.started.set()
+        self.finish.wait(30)
+        return "successful", 0
+
+
+def test_an_identity_without_the_grant_learns_nothing_about_runs(tmp_path, local_inventory):
+    spy = BlockingSpy()
+    ops = ChatOps(load_config(write_config(tmp_path, local_inventory)), execute=spy)
+    worker = threading.Thread(target=ops.handle, args=("alice", "bench pro6000-02"))
+    worker.start()
+    assert spy.started.wait(30)
+    try:
+        for user in ("mallory", "carol", "dave"):  # no grant, status only, bench only
+            busy = ops.handle(user, "cancel pro6000-02").text
+            free = ops.handle(user, "cancel pro6000-01").text
+            assert busy == "refused: you may not cancel runs on pro6000-02"
+            assert free == "refused: you may not cancel runs on pro6000-01"
+        assert ops.handle("bob", "cancel pro6000-01").text == "refused: no run is in progress on pro6000-01"
+    finally:
+        spy.finish.set()
+        worker.join(30)
+
+
+def test_an_inventory_that_prints_no_json_is_a_refusal_with_its_record(tmp_path, local_inventory, runner_spy):
+    # A site hook of the inventory's Python that prints to standard output (sitecustomize is
+    # imported by every Python start, ansible-inventory's included).
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text("print('Welcome to the inventory host!')\n")
+    ops = ChatOps(load_config(write_config(tmp_path, local_inventory, environment={"PYTHONPATH": str(hook)})),
+                  execute=runner_spy)
+
+    reply = ops.handle("alice", "bench pro6000-01")
+
+    assert reply.text == ("refused: the inventory could not be read (ansible-inventory printed something "
+                          "other than JSON: 'Welcome to the inventory host!')")
+    assert [record["event"] for record in audit_records(ops)] == ["request", "refused"]
+    assert runner_spy.calls == []
+
+
+def test_an_inventory_script_gets_the_fixed_environment_not_the_bot_credentials(
+        tmp_path, local_inventory, runner_spy, monkeypatch):
+    monkeypatch.setenv("CHAT_BOT_TOKEN", "syt_bot_credential")
+    seen = tmp_path / "environment.json"
+    script = tmp_path / "inventory.py"
+    script.write_text(f"""#!{sys.executable}
+import json, os
+with open({str(seen)!r}, "w") as handle:
+    json.dump(dict(os.environ), handle)
+print(json.dumps({{"pro6000": {{"hosts": ["pro6000-01"]}}, "_meta": {{"hostvars": {{}}}}}}))
+""")
+    script.chmod(0o700)
+    ops = ChatOps(load_config(write_config(tmp_path, script, environment={"SITE": "lab"})), execute=runner_spy)
+
+    assert ops.handle("alice", "bench pro6000-01").accepted
+    environment = json.loads(seen.read_text())
+    assert "CHAT_BOT_TOKEN" not in environment
+    assert environment["SITE"] == "lab" and environment["PATH"] == os.environ["PATH"]

@@ -3,7 +3,7 @@
 The module results follow the RETURN documentation of pro6000.inference.sglang_bench and
 sglang_probe; test_chatops_e2e_lab.py reads them from the real modules on the lab host.
 """
-from pro6000_chatops.summary import EventRecorder
+from pro6000_chatops.summary import EventRecorder, HostSummary, ProgressRelay
 
 
 def _event(kind, **data):
@@ -84,9 +84,29 @@ def test_a_failure_before_any_task_reports_ansible_output():
 
 
 def test_a_progress_callback_that_raises_does_not_stop_the_run():
-    def broken(_progress):
+    delivered = []
+
+    def broken(progress):
+        delivered.append(progress.text)
         raise RuntimeError("chat server down")
-    recorder = EventRecorder(broken)
+    relay = ProgressRelay(broken)
+    recorder = EventRecorder(relay)
     recorder(_event("playbook_on_play_start"))
+    recorder(_event("playbook_on_task_start"))
     recorder(_event("playbook_on_stats", ok={"h1": 1}, changed={}, failures={}, dark={}, skipped={}))
+    assert relay.close(10)
     assert recorder.host_summaries(("h1",), "successful")[0].status == "ok"
+    assert len(delivered) == 2
+
+
+def test_a_run_stopped_without_a_recap_reports_what_it_changed():
+    recorder = EventRecorder()
+    recorder(_event("runner_on_ok", host="h1", task="Write the unit", res={"changed": True}))
+    recorder(_event("runner_on_ok", host="h1", task="Read the facts", res={"changed": False}))
+    recorder(_event("runner_on_skipped", host="h2", task="Read the facts", res={}))
+    for status in ("timeout", "canceled"):
+        assert recorder.host_summaries(("h1", "h2", "h3"), status) == (
+            HostSummary("h1", status, ok=2, changed=1),
+            HostSummary("h2", status, skipped=1),
+            HostSummary("h3", status),
+        )

@@ -1,0 +1,164 @@
+"""A real Matrix homeserver for the bot's tests, and people who talk to the bot through it.
+
+Synapse (the reference homeserver) runs from its own virtual environment, built once under the
+checkout's ``.cache/`` and reused; it stores in SQLite, listens on 127.0.0.1 only, on a free port,
+and creates users by shared-secret registration (``register_new_matrix_user``), as an operator
+would on a server of their own.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+from nio import AsyncClient, LoginResponse, RoomCreateResponse, RoomSendResponse, SyncResponse
+
+from chatops_support import REPO_ROOT
+from support import free_port
+
+SYNAPSE_VERSION = "1.163.2"
+SYNAPSE_VENV = REPO_ROOT / ".cache" / f"synapse-{SYNAPSE_VERSION}"
+PASSWORD = "correct horse battery staple"
+
+
+def synapse_venv() -> Path:
+    """The virtual environment with Synapse, created on first use (about 30 s), then reused."""
+    ready = SYNAPSE_VENV / ".ready"
+    SYNAPSE_VENV.parent.mkdir(parents=True, exist_ok=True)
+    with open(SYNAPSE_VENV.parent / f"{SYNAPSE_VENV.name}.lock", "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two test runs at once build it once
+        if not ready.exists():
+            subprocess.run([sys.executable, "-m", "venv", "--clear", str(SYNAPSE_VENV)], check=True, timeout=120)
+            subprocess.run([str(SYNAPSE_VENV / "bin" / "pip"), "install", "--quiet",
+                            f"matrix-synapse=={SYNAPSE_VERSION}"], check=True, timeout=900)
+            ready.touch()
+    return SYNAPSE_VENV
+
+
+class Homeserver:
+    """One Synapse process; ``stop()`` ends it."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.venv = synapse_venv()
+        self.config = folder / "homeserver.yaml"
+        python = str(self.venv / "bin" / "python")
+        subprocess.run([python, "-m", "synapse.app.homeserver", "--server-name", "localhost",
+                        "--config-path", str(self.config), "--generate-config", "--report-stats=no"],
+                       cwd=folder, check=True, capture_output=True, timeout=120)
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        settings = yaml.safe_load(self.config.read_text(encoding="utf-8"))
+        settings["listeners"] = [{"port": port, "bind_addresses": ["127.0.0.1"], "type": "http",
+                                  "tls": False, "x_forwarded": False,
+                                  "resources": [{"names": ["client"], "compress": False}]}]
+        # No federation: nothing outside this machine is reachable, nor asked.
+        settings["trusted_key_servers"] = []
+        settings["suppress_key_server_warning"] = True
+        # The bot posts a few messages a second; an operator exempts a bot's account the same way
+        # (or with the admin API's override_ratelimit).
+        settings["rc_message"] = {"per_second": 50, "burst_count": 100}
+        settings["rc_login"] = {"address": {"per_second": 50, "burst_count": 100},
+                                "account": {"per_second": 50, "burst_count": 100}}
+        self.config.write_text(yaml.safe_dump(settings), encoding="utf-8")
+        self.log = open(folder / "synapse.out", "wb")  # pylint: disable=consider-using-with
+        self.process = subprocess.Popen([python, "-m", "synapse.app.homeserver", "-c", str(self.config)],
+                                        cwd=folder, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(self.url + "/_matrix/client/versions", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                assert self.process.poll() is None, (folder / "synapse.out").read_text(errors="replace")
+                assert time.monotonic() < deadline, "Synapse did not answer within 120 s"
+                time.sleep(0.2)
+
+    def register(self, name: str) -> str:
+        """A new user (by the shared secret, no admin rights); returns the user ID."""
+        subprocess.run([str(self.venv / "bin" / "register_new_matrix_user"), "-c", str(self.config),
+                        "-u", name, "-p", PASSWORD, "--no-admin", self.url],
+                       check=True, capture_output=True, timeout=60)
+        return f"@{name}:localhost"
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(30)
+        self.log.close()
+
+
+class Person:
+    """A Matrix client as a person uses one: it sends messages and reads what the room gets."""
+
+    def __init__(self, homeserver: Homeserver, user_id: str):
+        self.user_id = user_id
+        self.client = AsyncClient(homeserver.url, user_id)
+        self.events: list[dict] = []  # every m.room.message event seen, oldest first
+        self._since: str | None = None
+
+    async def login(self) -> str:
+        response = await self.client.login(PASSWORD)
+        assert isinstance(response, LoginResponse), response
+        await self.sync(0)
+        return response.access_token
+
+    async def sync(self, timeout_ms: int = 500) -> None:
+        response = await self.client.sync(timeout=timeout_ms, since=self._since)
+        assert isinstance(response, SyncResponse), response
+        self._since = response.next_batch
+        for room_id, room in response.rooms.join.items():
+            for event in room.timeline.events:
+                if event.source.get("type") == "m.room.message":
+                    self.events.append({**event.source, "room_id": room_id})
+
+    async def create_room(self, invite: list[str]) -> str:
+        response = await self.client.room_create(name="inference-ops", invite=invite)
+        assert isinstance(response, RoomCreateResponse), response
+        return response.room_id
+
+    async def join(self, room_id: str) -> None:
+        await self.client.join(room_id)
+
+    async def say(self, room_id: str, text: str, **content: object) -> str:
+        response = await self.client.room_send(room_id, "m.room.message",
+                                               {"msgtype": "m.text", "body": text, **content})
+        assert isinstance(response, RoomSendResponse), response
+        return response.event_id
+
+    def replies_to(self, event_id: str) -> list[dict]:
+        """The contents of the messages in the thread of ``event_id``, oldest first."""
+        return [event["content"] for event in self.events
+                if (event["content"].get("m.relates_to") or {}).get("event_id") == event_id]
+
+    async def wait_for_reply(self, event_id: str, starts_with: str, timeout: float = 90) -> dict:
+        """The first reply in the thread with a line that starts with ``starts_with``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for content in self.replies_to(event_id):
+                if any(line.startswith(starts_with) for line in content["body"].splitlines()):
+                    return content
+            assert time.monotonic() < deadline, (
+                f"no reply starting with {starts_with!r} within {timeout} s; the thread: "
+                + json.dumps([content["body"] for content in self.replies_to(event_id)], indent=1))
+            await self.sync()
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.client.close()
+
+
+def run(coroutine):
+    """Run one test's conversation."""
+    return asyncio.run(coroutine)

