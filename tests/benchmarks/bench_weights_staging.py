@@ -162,6 +162,7 @@ def main():
             print("%-42s median %6.2f s  %7.1f MiB/s   rounds: %s" % (
                 label, figures[name], total / figures[name] / 2 ** 20,
                 " ".join("%.2f" % v for v in rounds[name])))
+
         def ratios(name, baseline):
             return [b / n for b, n in zip(rounds[baseline], rounds[name])]
 
