@@ -277,8 +277,8 @@ class ChatOps:
         if relay is not None:
             relay.close(PROGRESS_DRAIN_S)
         if summary is None:
-            return self._close_lost(RunInfo.from_holder(holder, False), "lost", f"its keeper process ended with status {status} "
-                                                   "before the run finished")
+            return self._close_lost(RunInfo.from_holder(holder, False), "lost",
+                                    f"its keeper process ended with status {status} before the run finished")
         return summary
 
     def _close_lost(self, run: RunInfo, status: str, reason: str) -> RunSummary:

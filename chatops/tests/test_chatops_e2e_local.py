@@ -169,7 +169,7 @@ def test_cancel_stops_the_run_and_frees_the_host(ops_factory, tmp_path):
 
 
 def test_cancel_is_seen_within_a_poll_while_the_playbook_is_quiet(ops_factory, tmp_path):
-    ops, _ = ops_factory(tmp_path / "gate-never-opened")
+    ops = ops_factory(tmp_path / "gate-never-opened")[0]
     canceled_at = []
 
     def cancel_once_waiting(progress):

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from pro6000_chatops import locks as locks_module
-from pro6000_chatops.audit import AuditError, AuditLog
+from pro6000_chatops.audit import AuditLog
 from pro6000_chatops.files import UnsafeFile
 from pro6000_chatops.locks import HostBusy, HostLocks
 

@@ -111,7 +111,7 @@ def test_what_a_dead_keeper_left_is_killed_audited_and_removed(setup):
 
 
 def test_shutdown_cancels_the_runs_and_waits_for_them(setup):
-    config_path, out, _ = setup
+    config_path, out = setup[:2]
     ops = ChatOps(load_config(config_path))
     replies = []
     worker = threading.Thread(target=lambda: replies.append(ops.handle("alice", "bench pro6000-03")))
