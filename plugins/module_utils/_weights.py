@@ -18,13 +18,14 @@ import os
 import re
 import shutil
 import ssl
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.error import HTTPError, URLError
 from urllib.parse import quote, urlsplit
 from urllib.request import HTTPRedirectHandler, HTTPSHandler, ProxyHandler, Request, build_opener
+
+from ansible_collections.pro6000.inference.plugins.module_utils._files import replace_file
 
 MARKER_NAME = ".model_weights.json"
 JOURNAL_NAME = ".model_weights.staging.json"
@@ -511,21 +512,9 @@ def read_json(path):
         return None
 
 
-def write_json_atomic(path, document, mode=0o644, move=os.replace):
-    """Write document to a temporary file beside path, make it durable, then move it over path
-    (the module passes AnsibleModule.atomic_move as move)."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".%s." % os.path.basename(path))
-    try:
-        with os.fdopen(fd, "w") as stream:
-            json.dump(document, stream, indent=1, sort_keys=True)
-            stream.write("\n")
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(tmp, mode)
-        move(tmp, path)
-    finally:
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
+def write_json_atomic(path, document, mode, move):
+    """Replace path with document as JSON (module_utils/_files.py: durable, atomic, this mode)."""
+    replace_file(path, (json.dumps(document, indent=1, sort_keys=True) + "\n").encode("utf-8"), mode, move)
 
 
 def file_state(path):

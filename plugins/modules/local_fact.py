@@ -90,10 +90,11 @@ ansible_facts:
 import json
 import os
 import re
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.facts.system.local import LocalFactCollector
+
+from ansible_collections.pro6000.inference.plugins.module_utils._files import replace_file
 
 DIRECTORY_MODE = 0o755
 FILE_MODE = 0o644
@@ -105,18 +106,6 @@ def _read(path):
             return handle.read()
     except FileNotFoundError:
         return None
-
-
-def _write(module, path, content):
-    descriptor, temporary = tempfile.mkstemp(prefix=".%s." % os.path.basename(path),
-                                             dir=os.path.dirname(path))
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(content)
-        module.atomic_move(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
 
 
 def main():
@@ -152,9 +141,9 @@ def main():
     if before != content:
         changed = True
         if not module.check_mode:
-            _write(module, path, content)
+            replace_file(path, content, FILE_MODE, module.atomic_move)
     if before is not None or not module.check_mode:
-        # atomic_move keeps the mode of the file it replaces: set it either way.
+        # Content already right does not make the mode right.
         changed = module.set_mode_if_different(path, FILE_MODE, changed)
 
     result = dict(changed=changed, path=path,

@@ -210,12 +210,11 @@ result_file:
 
 import datetime
 import json
-import os
-import tempfile
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.pro6000.inference.plugins.module_utils._files import replace_file
 from ansible_collections.pro6000.inference.plugins.module_utils._sglang_client import (
     SERVER_ARGUMENT_SPEC,
     SGLangClient,
@@ -535,21 +534,6 @@ def _fmt(value):
     return "%.3f" % value if isinstance(value, float) else str(value)
 
 
-def write_result(path, result):
-    """Replace ``path`` atomically with the JSON result."""
-    directory = os.path.dirname(os.path.abspath(path))
-    handle, tmp = tempfile.mkstemp(prefix=".sglang_bench.", dir=directory)
-    try:
-        with os.fdopen(handle, "w") as stream:
-            json.dump(result, stream, indent=2, sort_keys=True)
-            stream.write("\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -596,7 +580,8 @@ def main():
         written = not module.check_mode
         if written:
             try:
-                write_result(params["result_path"], result)
+                replace_file(params["result_path"], (json.dumps(result, indent=2, sort_keys=True) + "\n").encode("utf-8"),
+                             0o644, module.atomic_move)
             except OSError as exc:
                 module.fail_json(msg="cannot write result_path %s: %s" % (params["result_path"], exc), result=result)
         extra["result_file"] = {"path": params["result_path"], "written": written}

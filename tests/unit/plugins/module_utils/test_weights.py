@@ -406,16 +406,3 @@ def test_a_manifest_for_another_repository_or_revision_is_refused():
         w.parse_manifest_document(text, "m", "org/model", "d" * 40)
     with pytest.raises(w.PermanentError, match="describes repo_id"):
         w.parse_manifest_document(text, "m", "org/else", "c" * 40)
-
-
-def test_json_is_written_through_the_given_move_and_leaves_no_temporary_file(tmp_path):
-    moves = []
-
-    def move(src, dest):
-        moves.append((os.path.dirname(src), dest))
-        os.replace(src, dest)
-
-    target = tmp_path / "marker.json"
-    w.write_json_atomic(str(target), {"a": 1}, 0o640, move)
-    assert json.loads(target.read_text()) == {"a": 1} and os.stat(target).st_mode & 0o777 == 0o640
-    assert moves == [(str(tmp_path), str(target))] and os.listdir(tmp_path) == ["marker.json"]
