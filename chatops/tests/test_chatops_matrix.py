@@ -4,7 +4,8 @@ Synapse runs on loopback (matrix_support.py); the bot is the real command, a pro
 own; the operator (@alice, group inference-ops), the on-call user (@carol, status and bench
 only) and the bot are users of it; alice and carol talk to the bot from Matrix clients (nio).
 Behind the bot, real ansible-runner runs stand-in playbooks (matrix_playbooks/) on
-local-connection hosts, whose smoke gate is the collection's own, against the SGLang double.
+local-connection hosts, whose smoke gate is the collection's own, against the SGLang double
+(test_chatops_matrix_lab.py deploys the lab host itself with the real playbooks).
 The bot has one run worker, so every test also shows that cancel never waits for it.
 """
 from __future__ import annotations
