@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from pro6000_chatops import ChatOps
+from pro6000_chatops.inventory import ansible_tool, read_inventory
 
 TESTS = Path(__file__).resolve().parent
 REPO_ROOT = TESTS.parents[1]
@@ -16,6 +19,31 @@ LOCAL_PLAYBOOKS = TESTS / "playbooks"
 
 ALL_ACTIONS = ["deploy", "bench", "status", "tune", "cancel"]
 LOCAL_HOST_VARS = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+
+LAB_INVENTORY = REPO_ROOT / "inventories" / "lab"
+LAB_ENVIRONMENT = {"ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"),
+                   "ANSIBLE_COLLECTIONS_PATH": str(REPO_ROOT / "collections")}
+
+
+def lab_containers() -> dict[str, str]:
+    """The lab's hosts (group pro6000 of inventories/lab), each with the container its docker
+    connection reaches. Skips the test unless PRO6000_LAB=1; fails it when the lab is not up."""
+    if os.environ.get("PRO6000_LAB") != "1":
+        pytest.skip("the lab is not declared up: run `make lab`, then set PRO6000_LAB=1")
+    hosts = sorted(read_inventory(LAB_INVENTORY, "pro6000", LAB_ENVIRONMENT).hosts)
+    assert hosts, "inventories/lab has no host in group pro6000"
+    containers = {}
+    for host in hosts:
+        completed = subprocess.run([ansible_tool("ansible-inventory"), "-i", str(LAB_INVENTORY), "--host", host],
+                                   capture_output=True, text=True, check=True, timeout=120,
+                                   env={**os.environ, **LAB_ENVIRONMENT})
+        # The docker connection reaches ansible_host, else the inventory name.
+        container = json.loads(completed.stdout).get("ansible_host", host)
+        state = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", container],
+                               capture_output=True, text=True, check=False, timeout=60)
+        assert state.stdout.strip() == "true", f"lab container {container} is not running: run `make lab`"
+        containers[host] = container
+    return containers
 
 
 def processes_with(variable: str) -> list[int]:

@@ -1,5 +1,5 @@
 """Fixtures of the chatops tests: a local inventory in the project's format, a runner spy, the
-SGLang test double."""
+SGLang test double, a Matrix homeserver."""
 from __future__ import annotations
 
 import os
@@ -18,6 +18,7 @@ from chatops_support import LOCAL_HOST_VARS, REPO_ROOT, RunnerSpy, write_config
 # The repository's shared test helpers (tests/support.py), for the tests that need a free port.
 sys.path.insert(0, str(REPO_ROOT / "tests"))
 from support import free_port  # noqa: E402  pylint: disable=wrong-import-position
+from matrix_support import Homeserver  # noqa: E402  pylint: disable=wrong-import-position
 
 SGLANG_DOUBLE = REPO_ROOT / "tests" / "fixtures" / "sglang_double" / "python"
 
@@ -80,3 +81,11 @@ def double_url(tmp_path_factory):
     yield url
     server.terminate()
     server.wait(30)
+
+
+@pytest.fixture(scope="module")
+def homeserver(tmp_path_factory):
+    """Synapse on loopback (matrix_support.py), one for the tests of a module."""
+    server = Homeserver(tmp_path_factory.mktemp("synapse"))
+    yield server
+    server.stop()

@@ -11,10 +11,13 @@ import asyncio
 import contextlib
 import fcntl
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -23,6 +26,7 @@ from nio import AsyncClient, LoginResponse, RoomCreateResponse, RoomSendResponse
 from chatops_support import REPO_ROOT
 from support import free_port
 
+BOT = "pro6000-bot"
 SYNAPSE_VERSION = "1.163.2"
 SYNAPSE_VENV = REPO_ROOT / ".cache" / f"synapse-{SYNAPSE_VERSION}"
 PASSWORD = "correct horse battery staple"
@@ -162,3 +166,97 @@ class Person:
 def run(coroutine):
     """Run one test's conversation."""
     return asyncio.run(coroutine)
+
+
+@dataclass(frozen=True)
+class Room:
+    """A room on a homeserver with people and the bot in it; the bot's access token in a file."""
+
+    homeserver: Homeserver
+    room_id: str
+    users: dict[str, str]  # user ID by name; the bot's under "bot"
+    token_file: Path
+
+
+def open_room(homeserver: Homeserver, folder: Path, names: list[str]) -> Room:
+    """Registers ``names`` and the bot; the first person creates the room, the others join it."""
+    users = {name: homeserver.register(name) for name in names}
+    users["bot"] = homeserver.register(BOT)
+
+    async def setup():
+        people = [Person(homeserver, users[name]) for name in (*names, "bot")]
+        tokens = [await person.login() for person in people]
+        room_id = await people[0].create_room(invite=[users[name] for name in (*names[1:], "bot")])
+        for person in people[1:-1]:
+            await person.join(room_id)
+        for person in people:
+            await person.close()
+        return room_id, tokens[-1]
+
+    room_id, bot_token = run(setup())
+    token_file = folder / "matrix-token"
+    token_file.write_text(bot_token + "\n", encoding="utf-8")
+    token_file.chmod(0o600)
+    return Room(homeserver, room_id, users, token_file)
+
+
+def serve_in(config: Path, room: Room, **bot: object) -> None:
+    """Adds to a chatops configuration what ``serve`` needs: the bot's account and room, and the
+    ``bot`` settings given."""
+    document = yaml.safe_load(config.read_text(encoding="utf-8"))
+    document["matrix"] = {"homeserver": room.homeserver.url, "user_id": room.users["bot"],
+                          "access_token_file": os.path.relpath(room.token_file, config.parent),
+                          "rooms": [room.room_id], "state_dir": "state"}
+    document["bot"] = bot
+    config.write_text(yaml.safe_dump(document), encoding="utf-8")
+
+
+async def signed_in(room: Room, *names: str) -> list[Person]:
+    """People of the room (by name), logged in on a device of their own."""
+    people = [Person(room.homeserver, room.users[name]) for name in names]
+    for person in people:
+        await person.login()
+    return people
+
+
+class BotProcess:
+    """``pro6000-chatops serve`` as its own process; ready once it has read the backlog."""
+
+    started = 0
+
+    def __init__(self, config: Path):
+        BotProcess.started += 1
+        self.log = config.parent / f"bot-{BotProcess.started}.log"
+        with open(self.log, "wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "pro6000_chatops", "serve", "--config", str(config)],
+                stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
+        self.wait_for_log("matrix: listening")
+
+    def text(self) -> str:
+        return self.log.read_text(encoding="utf-8", errors="replace")
+
+    def wait_for_log(self, line: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while line not in self.text():
+            assert self.process.poll() is None, f"the bot exited ({self.process.returncode}):\n{self.text()}"
+            assert time.monotonic() < deadline, f"the bot did not log {line!r}:\n{self.text()}"
+            time.sleep(0.1)
+
+    def stop(self, timeout: float = 60) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+
+def audit(folder: Path) -> list[dict]:
+    """The records of the audit log of the bot configured in ``folder`` (audit.jsonl)."""
+    return [json.loads(line) for line in (folder / "audit.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+def assert_is_the_bots_escaped_reply(content: dict, command_event: str) -> None:
+    """A notice in the thread of the command, mentioning nobody, its HTML one escaped block."""
+    assert content["msgtype"] == "m.notice" and content["m.mentions"] == {}
+    assert content["m.relates_to"]["rel_type"] == "m.thread"
+    assert content["m.relates_to"]["m.in_reply_to"] == {"event_id": command_event}
+    assert content["formatted_body"].startswith("<pre><code>")
+    assert "<" not in content["formatted_body"][len("<pre><code>"):-len("</code></pre>")]

