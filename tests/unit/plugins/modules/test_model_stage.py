@@ -42,7 +42,7 @@ class Doubles:
         load_module("generate", FIXTURES / "weights" / "generate.py").molecule_profile(str(root))
         server = load_module("hub_double_server", FIXTURES / "hub_double" / "server.py")
         ports = [free_port(), free_port(), free_port()]
-        args = type("Args", (), dict(root=str(root), wheels=None, log=str(self.log), token=TOKEN,
+        args = type("Args", (), dict(root=str(root), log=str(self.log), token=TOKEN,
                                      tree_page_size=2, bind="127.0.0.1", cdn_port=ports[2]))
         self.state = state = server.State(args)
         self.servers = [server.serve(server.MirrorHandler, state, "127.0.0.1", ports[0]),
