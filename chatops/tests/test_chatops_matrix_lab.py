@@ -115,6 +115,6 @@ def test_an_operator_deploys_the_lab_host_from_a_matrix_room(lab, homeserver, tm
     assert server_process(container) == server_before
 
     records = [record for record in audit(tmp_path) if record["event"] in ("started", "finished")]
-    assert [(record["event"], record["user"]) for record in records] == [("started", room.users["alice"]),
-                                                                          ("finished", room.users["alice"])]
+    alice = room.users["alice"]
+    assert [(record["event"], record["user"]) for record in records] == [("started", alice), ("finished", alice)]
     assert records[0]["hosts"] == [host] and records[1]["status"] == "successful"
