@@ -337,6 +337,7 @@ class SplicedBody(Body):
         self.socket_fd = response.fileno()
         self.timeout = timeout
         self.buffered = True  # http.client may have read the first body bytes with the headers
+        self.left = None  # body bytes the socket still owes (Content-Length), once spliced
         try:
             self.pipe_read, self.pipe_write = os.pipe()
         except OSError:
@@ -348,10 +349,18 @@ class SplicedBody(Body):
             pass
 
     def move(self, fd, offset, count):
+        if self.stream.fp is None:  # http.client closed it: the body (as long as announced) is over
+            return 0
         if self.buffered:
             waiting = len(self.stream.fp.peek(1))  # what the reader holds, or one read of the socket
             self.buffered = waiting > count
             return Body.move(self, fd, offset, min(count, waiting))
+        if self.left is None:
+            self.left = self.stream.length  # None without a Content-Length: up to the end of the connection
+        if self.left is not None:
+            count = min(count, self.left)
+            if not count:
+                return 0
         while True:
             try:
                 moved = os.splice(self.socket_fd, self.pipe_write, min(count, PIECE))
@@ -367,6 +376,8 @@ class SplicedBody(Body):
             if written <= 0:
                 raise OSError(errno.EIO, "short write at byte %d" % (offset + landed))
             landed += written
+        if self.left is not None:
+            self.left -= moved
         return moved
 
     def close(self):

@@ -373,8 +373,9 @@ def test_a_redirect_to_another_scheme_is_refused():
 class BodyServer:
     """One file over real HTTP on loopback, with Range; chunked or stalling when asked."""
 
-    def __init__(self, data, chunked=False, stall_after=None):
+    def __init__(self, data, chunked=False, stall_after=None, first_short_by=0):
         self.ranges = []
+        self.short_by = first_short_by
         owner = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -396,6 +397,14 @@ class BodyServer:
                         block = body[piece:piece + 100000]
                         self.wfile.write(b"%x\r\n%s\r\n" % (len(block), block))
                     self.wfile.write(b"0\r\n\r\n")
+                    return
+                if owner.short_by:  # announces and sends less, then keeps the connection open
+                    body, owner.short_by = body[:-owner.short_by], 0
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    self.wfile.flush()
+                    time.sleep(3)
                     return
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -445,6 +454,19 @@ def test_a_plain_http_body_goes_from_the_socket_into_the_file_by_splice_and_resu
     assert got == len(data) - 1000 and part.read_bytes() == data
     assert server.ranges == ["bytes=1000-"]
     assert splices.count(True) >= 3   # at least one splice into the file per piece
+
+
+def test_a_spliced_body_ends_where_its_content_length_says_and_the_rest_comes_with_range(tmp_path, splices):
+    data = os.urandom(w.PIECE + 5000)
+    server = BodyServer(data, first_short_by=4000)
+    part = tmp_path / "f.part"
+    started = time.monotonic()
+    try:
+        w.transfer(w.HttpSource(server.url, timeout=5), "f", str(part), entry(data), 1, lambda n: None)
+    finally:
+        server.close()
+    assert time.monotonic() - started < 2   # no wait for the socket's end after the announced length
+    assert server.ranges == [None, "bytes=%d-" % (len(data) - 4000)] and part.read_bytes() == data
 
 
 def test_a_chunked_body_is_read_and_written_not_spliced(tmp_path, splices):
