@@ -23,8 +23,10 @@ description:
   - Transfers and hashing run on a thread pool. An interrupted run resumes where it stopped, also
     after a kill; verified files are kept, partial files (C(<file>.part) in the staging
     directory, for every source) continue with HTTP C(Range) requests. Files are hashed while
-    they are written. Retries count attempts in a row that brought no new byte; a client error
-    such as HTTP 404 is not retried.
+    they are written, each 1 MiB piece as it lies in the file; a plain C(http://) body goes from
+    the socket into the file inside the kernel (C(splice)), and finished ranges go to the disk
+    while the rest arrives. Retries count attempts in a row that brought no new byte; a client
+    error such as HTTP 404 is not retried.
   - A verified copy carries a marker (C(.model_weights.json)) with each file's size, modification
     time and digest. A later run compares sizes and times only and hashes just the files that
     look touched (and records the new time of a touched file that still matches); a file that no
