@@ -15,8 +15,8 @@ def replace_file(path, content, mode, move):
     """Write content (bytes) to a temporary file beside path, make it durable, and move it over
     path with move (the modules pass AnsibleModule.atomic_move, which keeps SELinux contexts).
 
-    atomic_move gives a new file the umask's mode and an existing one its old mode, so the mode
-    asked for is set again once the file is in place.
+    atomic_move gives a new file the umask's mode and an existing one its old mode, whatever the
+    temporary file had, so the mode asked for is set once the file is in place.
     """
     descriptor, temporary = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".%s." % os.path.basename(path))
     try:
@@ -24,7 +24,6 @@ def replace_file(path, content, mode, move):
             stream.write(content)
             stream.flush()
             os.fsync(stream.fileno())
-        os.chmod(temporary, mode)
         move(temporary, path)
         os.chmod(path, mode)
     finally:
