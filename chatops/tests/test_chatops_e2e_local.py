@@ -41,6 +41,15 @@ def _wait_for(predicate, timeout=60.0):
         time.sleep(0.05)
 
 
+def _a_new_process_stays(variable, before):
+    """Whether a process with variable in its environment, not among before, still lives 1 s on."""
+    new = set(processes_with(variable)) - before
+    if not new:
+        return False
+    time.sleep(1)
+    return bool(new & set(processes_with(variable)))
+
+
 def test_deploy_runs_the_playbook_with_validated_vars_and_secrets_kept_out_of_the_run_dir(ops_factory):
     ops, out = ops_factory()
     progress = []
@@ -205,6 +214,11 @@ def test_a_stuck_chat_delays_neither_the_run_nor_its_cancel(ops_factory, tmp_pat
     worker.start()
     try:
         _wait_for((out / "pro6000-02-smoke.json").exists)
+        # Cancel only once the run is at the gate: the chat is stuck, so progress cannot say so,
+        # but the gate task's worker is a process of the run that the record task did not start
+        # and that stays (short-lived ones, such as the module wrapper's `sleep 0`, end at once).
+        before = set(processes_with(f"CHATOPS_TEST_GATE={gate}"))
+        _wait_for(lambda: _a_new_process_stays(f"CHATOPS_TEST_GATE={gate}", before))
         assert ops.handle("bob", "cancel pro6000-02").accepted
         # The run ends while the chat still sits on its first message.
         _wait_for(lambda: processes_with(f"CHATOPS_TEST_GATE={gate}") == [], timeout=8)
