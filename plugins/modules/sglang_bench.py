@@ -203,6 +203,8 @@ result:
     - C(acceptance) has C(value), C(method), C(per_request_mean), C(server_avg_spec_accept_length),
       C(completion_tokens), C(prefill_tokens), C(spec_verify_ct) and the request counts.
     - C(gates) has one entry per gate with C(name), C(value), C(floor), C(passed) and C(detail).
+    - In check mode C(check_mode) is V(true), C(would_run) lists the phases a real run would run
+      and C(would_send) the requests each would send; C(levels) stays empty.
   returned: always
   type: dict
   sample:
