@@ -570,7 +570,7 @@ def service_user_args(doubles, models, source, **extra):
 @pytest.mark.parametrize("mode", ["copy", "hardlink"])
 @pytest.mark.parametrize("where", ["file", "directory"])
 def test_a_link_out_of_a_path_source_is_refused_and_nothing_outside_changes(doubles, models, tmp_path, mode,
-                                                                             manifest, where):
+                                                                            manifest, where):
     # The attack of issue 20 row 1: the source holds a link to a root-only file outside it. Before,
     # copy published the file's bytes at 0644 and hardlink chmodded the outside file to 0644 and
     # chowned the source's files to the service user.
