@@ -9,6 +9,11 @@ connection per worker, ``time.perf_counter()`` stamped on every read while reque
 parsing done after they have ended, so that the client adds as little as possible to what it
 measures. Every request runs against a deadline on the same clock, so that a module's time
 options bound its whole run, retries included.
+
+Whatever a server sends, a request ends in a result or an SGLangError naming the URL (never its
+credentials): answers are capped (RESPONSE_LIMIT each, RUN_LIMIT for all answers of one
+run_requests call, EVENT_LIMIT for one server-sent event), malformed framing and JSON of an
+unexpected shape are errors, not exceptions of the parser.
 """
 
 from __future__ import annotations
@@ -16,7 +21,9 @@ from __future__ import annotations
 import base64
 import ipaddress
 import json
+import math
 import os
+import re
 import selectors
 import socket
 import ssl
@@ -37,6 +44,16 @@ READ_SIZE = 65536
 IDLE_CHECK_S = 0.05
 CHUNKED_END = b"\r\n0\r\n\r\n"
 HEAD_LIMIT = 65536
+# One answer (headers and body), all answers of one run_requests call, one SSE event: the
+# answers are kept until their requests end (parsing waits), so a server must not be able to
+# fill the memory. A stream of 65536 tokens, one event per token with usage, is about 30 MiB.
+RESPONSE_LIMIT = 64 * 1024 * 1024
+RUN_LIMIT = 1024 * 1024 * 1024
+EVENT_LIMIT = 1024 * 1024
+RUN_LIMIT_MESSAGE = "the answers of this call are longer than %d bytes in all (the client's limit)"
+HEX_SIZE_RE = re.compile(rb"^[0-9A-Fa-f]{1,15}$")
+# The user:password@ part of a URL, wherever a URL is quoted.
+CREDENTIALS_RE = re.compile(r"(?<=//)[^/?#\s]*@")
 
 
 class SGLangError(Exception):
@@ -44,22 +61,29 @@ class SGLangError(Exception):
 
 
 class Response:
-    """A complete, non-streamed HTTP response."""
+    """A complete, non-streamed HTTP response to ``request`` ("GET http://host/path")."""
 
-    def __init__(self, status, body):
+    def __init__(self, status, body, request="response"):
         self.status = status
         self.body = body
+        self.request = request
 
     @property
     def ok(self):
         return 200 <= self.status < 300
 
-    def json(self):
-        """Decode the body as JSON; raise SGLangError naming the status when it is not JSON."""
+    def json(self, expect=None):
+        """Decode the body as JSON (of type ``expect`` when given); SGLangError naming the request
+        and the status when it is not JSON or not of that type."""
         try:
-            return json.loads(self.body)
+            value = json.loads(self.body)
         except ValueError as exc:
-            raise SGLangError("HTTP %d: body is not JSON (%s): %r" % (self.status, exc, self.body[:200]))
+            raise SGLangError("%s: HTTP %d: body is not JSON (%s): %r" % (self.request, self.status, exc,
+                                                                          self.body[:200]))
+        if expect is not None and not isinstance(value, expect):
+            raise SGLangError("%s: HTTP %d: expected a JSON %s, got %s: %r" % (
+                self.request, self.status, json_type(expect), json_type(type(value)), self.body[:200]))
+        return value
 
     def text(self, limit=300):
         return self.body[:limit].decode("utf-8", "replace").strip()
@@ -97,6 +121,27 @@ class StreamCapture:
         return self.error
 
 
+def json_type(kind):
+    """The JSON name of a Python type that json.loads returns."""
+    return {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}.get(
+        kind, "number" if kind in (int, float) else kind.__name__)
+
+
+def redact(text):
+    """Text with the credentials of every URL in it left out (http://user:pw@host -> http://host)."""
+    return CREDENTIALS_RE.sub("", text)
+
+
+def url_credentials(url):
+    """The user:password and the password of a URL, for AnsibleModule.no_log_values: the module's
+    result repeats its options (invocation), where they must not appear either."""
+    match = CREDENTIALS_RE.search(url or "")
+    if not match:
+        return set()
+    userinfo = match.group(0)[:-1]
+    return set(value for value in (userinfo, userinfo.partition(":")[2]) if value)
+
+
 def is_loopback(host):
     """True for localhost names and loopback addresses (IPv4 and IPv6)."""
     if host is None:
@@ -126,19 +171,38 @@ def split_url(url, option):
         parts = urllib.parse.urlsplit(url)
         port = parts.port
     except ValueError as exc:
-        raise SGLangError("%s %r is not a valid URL: %s" % (option, url, exc))
+        raise SGLangError("%s %r is not a valid URL: %s" % (option, redact(url), redact(str(exc))))
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise SGLangError("%s must be http(s)://host[:port][/prefix], got %r" % (option, url))
+        raise SGLangError("%s must be http(s)://host[:port][/prefix], got %r" % (option, redact(url)))
     if port == 0:
-        raise SGLangError("%s %r: the port must be between 1 and 65535" % (option, url))
+        raise SGLangError("%s %r: the port must be between 1 and 65535" % (option, redact(url)))
     return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80), parts
 
 
-def check_positive(params, *names):
-    """The first of ``names`` whose value is not a positive number, as an error message."""
-    for name in names:
-        if not params[name] > 0:
-            return "%s must be a positive number of seconds, got %r" % (name, params[name])
+POSITIVE = "positive"
+
+
+def check_bounds(params, bounds):
+    """The first option outside its bounds, as an error message; None when all are within.
+
+    ``bounds`` maps an option to (least, most, unit): ``least`` is a number or POSITIVE (more
+    than 0), ``most`` a number or None. Unset options pass; inf and nan never do (a socket
+    timeout of inf raises, a deadline of nan never comes), so every time option bounds the run.
+    """
+    for name, (least, most, unit) in bounds.items():
+        value = params.get(name)
+        if value is None:
+            continue
+        if isinstance(value, float) and not math.isfinite(value):
+            return "%s must be a finite number, got %r" % (name, value)
+        if least == POSITIVE:
+            if not value > 0:
+                return "%s must be a positive number of %s, got %r" % (name, unit, value)
+        elif value < least:
+            return ("%s must not be negative, got %r" % (name, value) if least == 0
+                    else "%s must be at least %r, got %r" % (name, least, value))
+        if most is not None and value > most:
+            return "%s must be at most %r %s, got %r" % (name, most, unit, value)
     return None
 
 
@@ -159,7 +223,8 @@ class SGLangClient:
     def __init__(self, base_url, api_key=None, timeout=30.0, validate_certs=True, ca_path=None,
                  retries=2, retry_delay=0.5):
         self.scheme, self.host, self.port, parts = split_url(base_url, "url")
-        self.base_url = base_url.rstrip("/")
+        # What messages and results name: the URL without its credentials.
+        self.base_url = redact(base_url).rstrip("/")
         self.prefix = parts.path.rstrip("/")
         self.netloc = parts.netloc.rsplit("@", 1)[-1]
         self.timeout = float(timeout)
@@ -198,7 +263,7 @@ class SGLangClient:
             captures, _wall = run_requests(self, 1, 1, lambda index: (method, path, payload), deadline=deadline)
             capture = captures[0]
             if capture.error is None:
-                return Response(capture.status, capture.body)
+                return Response(capture.status, capture.body, "%s %s" % (method, self.url(path)))
             wait = self.retry_delay * (attempt + 1)
             if attempt >= retries or (deadline is not None and time.perf_counter() + wait >= deadline):
                 raise SGLangError("%s %s: %s" % (method, self.url(path), capture.error))
@@ -214,11 +279,12 @@ class SGLangClient:
         return self.request("POST", path, payload=payload, deadline=deadline)
 
     def get_json(self, path, deadline=None):
-        """GET and decode JSON; raise SGLangError naming the URL for a non-2xx status."""
+        """GET and decode a JSON object; raise SGLangError naming the URL for a non-2xx status
+        or an answer that is not a JSON object."""
         response = self.get(path, deadline=deadline)
         if not response.ok:
             raise SGLangError("GET %s: HTTP %d: %s" % (self.url(path), response.status, response.text()))
-        return response.json()
+        return response.json(dict)
 
 
 class Connection:
@@ -303,7 +369,7 @@ def _describe(exc, timeout):
 class _Exchange:
     """Engine state of one request in flight on one worker's connection."""
 
-    __slots__ = ("worker", "connection", "sock", "capture", "remaining", "tail", "close", "last_io")
+    __slots__ = ("worker", "connection", "sock", "capture", "remaining", "tail", "close", "last_io", "received")
 
     def __init__(self, worker, connection, capture):
         self.worker = worker
@@ -314,6 +380,7 @@ class _Exchange:
         self.tail = b""
         self.close = False
         self.last_io = capture.t_send
+        self.received = 0
 
 
 def _read_head(exchange):
@@ -338,7 +405,10 @@ def _read_head(exchange):
         exchange.tail = (b"\r\n" + body)[-7:]
         return exchange.tail == CHUNKED_END
     if "content-length" in headers:
-        exchange.remaining = int(headers["content-length"]) - len(body)
+        length = int(headers["content-length"])
+        if length < 0 or length > RESPONSE_LIMIT:
+            raise ValueError("Content-Length %d is outside 0 to %d bytes (the client's limit)" % (length, RESPONSE_LIMIT))
+        exchange.remaining = length - len(body)
         return exchange.remaining <= 0
     exchange.close = True  # the body ends when the server closes the connection
     return False
@@ -373,7 +443,11 @@ def _dechunk(pieces):
                 if end < 0:
                     pending = data[pos:]
                     break
-                length = int(data[pos:end].split(b";", 1)[0], 16)
+                size_field = data[pos:end].split(b";", 1)[0].strip()
+                if not HEX_SIZE_RE.match(size_field):
+                    # int(x, 16) would also take "-1", "0x10" and "1_0"; HTTP/1.1 allows hex digits only.
+                    raise SGLangError("malformed chunked body: chunk size %r is not hexadecimal" % size_field[:40])
+                length = int(size_field, 16)
                 pos = end + 2
                 if not length:
                     return out, True
@@ -398,7 +472,11 @@ def decode_capture(capture):
         body.append((stamp, data[skip:] if skip else data))
         skip = 0
     if capture.chunked:
-        body, ended = _dechunk(body)
+        try:
+            body, ended = _dechunk(body)
+        except SGLangError as exc:
+            body, ended = [], False
+            capture.error = capture.error or str(exc)
         capture.complete = capture.complete and ended
     capture.reads = body
     if capture.error is None and not capture.complete:
@@ -447,8 +525,7 @@ def run_requests(client, workers, per_worker, request_for, timeout=None, deadlin
     def send(exchange, index):
         method, path, payload = request_for(index)
         if exchange.worker in open_failures:
-            failure, wait = open_failures.pop(exchange.worker)
-            raise SGLangError(_describe(failure, wait))
+            raise SGLangError(open_failures.pop(exchange.worker))
         while True:
             wait = remaining(deadline, timeout)
             if wait <= 0:
@@ -468,14 +545,19 @@ def run_requests(client, workers, per_worker, request_for, timeout=None, deadlin
                 if not reused:
                     raise SGLangError(_describe(exc, wait))
 
-    open_failures = {}  # worker -> (exception, seconds allowed) of the connection opened up front
+    open_failures = {}  # worker -> why the connection opened up front failed
     for worker, connection in enumerate(connections):
-        wait = max(remaining(deadline, timeout), 0.001)
+        wait = remaining(deadline, timeout)
+        if wait <= 0:
+            # However many workers there are, none connects after the deadline.
+            open_failures[worker] = "deadline reached before the connection was opened"
+            continue
         try:
             connection.open(wait)
         except (OSError, ValueError) as exc:
             connection.close()
-            open_failures[worker] = (exc, wait)
+            open_failures[worker] = _describe(exc, wait)
+    received = [0]  # bytes of every answer of this call, against RUN_LIMIT
     start = perf_counter()
     next_check = start + IDLE_CHECK_S
     try:
@@ -492,6 +574,9 @@ def run_requests(client, workers, per_worker, request_for, timeout=None, deadlin
                 if deadline is not None and exchange.capture.t_send >= deadline:
                     finish(exchange, exchange.capture.t_send, "deadline reached before the request was sent")
                     continue
+                if received[0] > RUN_LIMIT:
+                    finish(exchange, exchange.capture.t_send, RUN_LIMIT_MESSAGE % RUN_LIMIT)
+                    continue
                 try:
                     exchange.sock = send(exchange, index)
                 except SGLangError as exc:
@@ -505,6 +590,8 @@ def run_requests(client, workers, per_worker, request_for, timeout=None, deadlin
             for key, _events in selector.select(wait):
                 exchange = key.data
                 sock = exchange.sock
+                if active.get(sock) is not exchange:
+                    continue  # ended by an earlier event of this round
                 try:
                     data = sock.recv(READ_SIZE)
                 except (BlockingIOError, ssl.SSLWantReadError):
@@ -525,6 +612,15 @@ def run_requests(client, workers, per_worker, request_for, timeout=None, deadlin
                     more = sock.recv(READ_SIZE)
                     capture.reads.append((now, more))
                     data += more
+                exchange.received += len(data)
+                received[0] += len(data)
+                if exchange.received > RESPONSE_LIMIT:
+                    finish(exchange, now, "the answer is longer than %d bytes (the client's limit)" % RESPONSE_LIMIT)
+                    continue
+                if received[0] > RUN_LIMIT:
+                    for other in list(active.values()):
+                        finish(other, now, RUN_LIMIT_MESSAGE % RUN_LIMIT)
+                    continue
                 if capture.head_len is None:
                     try:
                         done = _read_head(exchange)
@@ -624,16 +720,20 @@ class StreamResult:
 def iter_sse_events(reads):
     """Yield (stamp, data string) per SSE event from stamped reads; comment lines are skipped.
 
-    Each event carries the stamp of the read that completed its last data line.
+    Each event carries the stamp of the read that completed its last data line. An event (or a
+    line) longer than EVENT_LIMIT raises SGLangError: no SGLang event comes near it.
     """
     pending = b""
     data_lines = []
+    size = 0
     stamp = None
     for t, chunk in reads:
         if pending:
             chunk = pending + chunk
         lines = chunk.split(b"\n")
         pending = lines.pop()
+        if len(pending) > EVENT_LIMIT:
+            raise SGLangError("a server-sent event line is longer than %d bytes (the client's limit)" % EVENT_LIMIT)
         for line in lines:
             if line.endswith(b"\r"):
                 line = line[:-1]
@@ -641,10 +741,14 @@ def iter_sse_events(reads):
                 if data_lines:
                     yield stamp, b"\n".join(data_lines).decode("utf-8", "replace")
                     data_lines = []
+                    size = 0
                 continue
             if line.startswith(b"data:"):
                 value = line[5:]
                 data_lines.append(value[1:] if value.startswith(b" ") else value)
+                size += len(value)
+                if size > EVENT_LIMIT:
+                    raise SGLangError("a server-sent event is longer than %d bytes (the client's limit)" % EVENT_LIMIT)
                 stamp = t
             # ":" comments and event:/id:/retry: fields carry nothing the benchmark needs.
     if pending.startswith(b"data:"):
@@ -678,64 +782,10 @@ def parse_stream(capture):
     result.t_send = capture.t_send
     result.t_end = capture.t_end
     error = capture.failure()
-    previous_count = 0
-    count_at_last_content = None
-    for stamp, data in iter_sse_events(capture.reads):
-        if data == "[DONE]":
-            result.done = True
-            continue
-        try:
-            event = json.loads(data)
-        except ValueError:
-            error = error or "malformed event: %r" % data[:200]
-            continue
-        if not isinstance(event, dict):
-            error = error or "unexpected event: %r" % data[:200]
-            continue
-        event_error = _error_text(event)
-        if event_error is not None:
-            error = error or "error event: %s" % event_error
-            continue
-        has_content = False
-        count = None
-        choices = event.get("choices")
-        if choices:
-            for choice in choices:
-                delta = choice.get("delta") or {}
-                if delta.get("content") or delta.get("reasoning_content") or choice.get("text"):
-                    has_content = True
-                if choice.get("finish_reason"):
-                    result.finish_reason = choice["finish_reason"]
-        usage = event.get("usage")
-        if usage:
-            count = usage.get("completion_tokens")
-            result.prompt_tokens = usage.get("prompt_tokens", result.prompt_tokens)
-        meta = event.get("meta_info")
-        if meta:
-            count = meta.get("completion_tokens", count)
-            result.prompt_tokens = meta.get("prompt_tokens", result.prompt_tokens)
-            result.spec_verify_ct = meta.get("spec_verify_ct", result.spec_verify_ct)
-            finish = meta.get("finish_reason")
-            if isinstance(finish, dict):
-                finish = finish.get("type")
-            if finish:
-                result.finish_reason = finish
-            # Native events repeat the whole text; new tokens are what marks a content chunk.
-            if count is not None and count > previous_count:
-                has_content = True
-        if has_content:
-            if result.t_first is None:
-                result.t_first = stamp
-            result.t_last = stamp
-            result.content_chunks += 1
-            if count is None or count == count_at_last_content:
-                result.counts_per_chunk = False
-            count_at_last_content = count
-            if result.content_chunks == 1:
-                result.n_first = count
-        if count is not None:
-            previous_count = count
-            result.n_out = count
+    try:
+        error = _read_events(capture, result, error)
+    except SGLangError as exc:
+        error = error or str(exc)
     if not result.counts_per_chunk:
         result.n_first = None
     if error is None and not result.done:
@@ -747,6 +797,87 @@ def parse_stream(capture):
     return result
 
 
+def _token_count(value, name):
+    """A count the server reports: an integer (not a boolean) or None; TypeError otherwise."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+        return value
+    raise TypeError("%s %r is not a count" % (name, value))
+
+
+def _read_events(capture, result, error):
+    """Fold the events of ``capture`` into ``result``; returns the first error (or ``error``)."""
+    previous_count = 0
+    count_at_last_content = None
+    for stamp, data in iter_sse_events(capture.reads):
+        try:
+            event_error, previous_count, count_at_last_content = _read_event(
+                data, stamp, result, previous_count, count_at_last_content)
+        except (AttributeError, TypeError, ValueError) as exc:
+            # A field of another JSON type than SGLang sends (a list for an object, text for a count).
+            event_error = "unexpected event (%s): %r" % (exc, data[:200])
+        error = error or event_error
+    return error
+
+
+def _read_event(data, stamp, result, previous_count, count_at_last_content):
+    """One event into ``result``: (its error or None, previous count, count at the last content)."""
+    if data == "[DONE]":
+        result.done = True
+        return None, previous_count, count_at_last_content
+    try:
+        event = json.loads(data)
+    except ValueError:
+        return "malformed event: %r" % data[:200], previous_count, count_at_last_content
+    if not isinstance(event, dict):
+        return "unexpected event: %r" % data[:200], previous_count, count_at_last_content
+    event_error = _error_text(event)
+    if event_error is not None:
+        return "error event: %s" % event_error, previous_count, count_at_last_content
+    has_content = False
+    count = None
+    choices = event.get("choices")
+    if choices:
+        for choice in choices:
+            delta = choice.get("delta") or {}
+            if delta.get("content") or delta.get("reasoning_content") or choice.get("text"):
+                has_content = True
+            if choice.get("finish_reason"):
+                result.finish_reason = choice["finish_reason"]
+    usage = event.get("usage")
+    if usage:
+        count = _token_count(usage.get("completion_tokens"), "usage.completion_tokens")
+        result.prompt_tokens = _token_count(usage.get("prompt_tokens", result.prompt_tokens), "usage.prompt_tokens")
+    meta = event.get("meta_info")
+    if meta:
+        count = _token_count(meta.get("completion_tokens", count), "meta_info.completion_tokens")
+        result.prompt_tokens = _token_count(meta.get("prompt_tokens", result.prompt_tokens),
+                                            "meta_info.prompt_tokens")
+        result.spec_verify_ct = _token_count(meta.get("spec_verify_ct", result.spec_verify_ct),
+                                             "meta_info.spec_verify_ct")
+        finish = meta.get("finish_reason")
+        if isinstance(finish, dict):
+            finish = finish.get("type")
+        if finish:
+            result.finish_reason = finish
+        # Native events repeat the whole text; new tokens are what marks a content chunk.
+        if count is not None and count > previous_count:
+            has_content = True
+    if has_content:
+        if result.t_first is None:
+            result.t_first = stamp
+        result.t_last = stamp
+        result.content_chunks += 1
+        if count is None or count == count_at_last_content:
+            result.counts_per_chunk = False
+        count_at_last_content = count
+        if result.content_chunks == 1:
+            result.n_first = count
+    if count is not None:
+        previous_count = count
+        result.n_out = count
+    return None, previous_count, count_at_last_content
+
+
 def fetch_server_info(client, deadline=None):
     """GET /server_info, falling back to the deprecated /get_server_info; returns (path, info)."""
     path = "/server_info"
@@ -756,7 +887,16 @@ def fetch_server_info(client, deadline=None):
         response = client.get(path, deadline=deadline)
     if not response.ok:
         raise SGLangError("GET %s: HTTP %d: %s" % (client.url(path), response.status, response.text()))
-    return path, response.json()
+    return path, response.json(dict)
+
+
+def model_cards(client, deadline=None):
+    """The model cards (JSON objects) that GET /v1/models lists under ``data``."""
+    cards = client.get_json("/v1/models", deadline=deadline).get("data") or []
+    if not isinstance(cards, list):
+        raise SGLangError("GET %s: expected data to be a JSON array, got %s" % (
+            client.url("/v1/models"), json_type(type(cards))))
+    return [card for card in cards if isinstance(card, dict)]
 
 
 def _first(info, *names):

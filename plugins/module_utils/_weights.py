@@ -21,6 +21,7 @@ import select
 import shutil
 import socket
 import ssl
+import stat as statmod
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -57,6 +58,10 @@ URL_QUERY_RE = re.compile(r"((?:https?|ftp|file)://[^\s?#'\"<>]*)\?[^\s'\"<>]*")
 # FICLONE from linux/fs.h: share the source's extents (btrfs, XFS with reflink, bcachefs).
 FICLONE = 0x40049409
 LINK_MODES = ("copy", "reflink", "hardlink")
+SOURCE_SYMLINKS = ("refuse", "copy")
+# Every file the module opens is opened without following a link at its last component; a
+# FIFO in a source must not block the run, so reading opens never wait for a writer.
+NOFOLLOW_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
 class WeightsError(Exception):
@@ -106,7 +111,8 @@ def check_relpath(path):
     parts = path.split("/")
     if any(part in ("", ".", "..") for part in parts):
         raise WeightsError("unsafe file path in manifest: %r" % (path,))
-    if parts[0] in (MARKER_NAME, JOURNAL_NAME) or parts[0].startswith(STAGING_PREFIX):
+    if parts[0] in (MARKER_NAME, JOURNAL_NAME) or parts[0].startswith(STAGING_PREFIX) or path.endswith(".part"):
+        # <file>.part is where a file is written before it is checked: a listed name must not be one.
         raise WeightsError("reserved file name in manifest: %r" % (path,))
     return path
 
@@ -133,7 +139,17 @@ def normalize_manifest(entries):
             files[path] = {"size": size, "algo": "git_sha1", "digest": git_sha1}
         else:
             raise WeightsError("manifest entry %s has neither a sha256 nor a git blob sha1" % path)
+    for path in files:
+        for parent in parents_of(path):
+            if parent in files:
+                raise WeightsError("manifest lists %s both as a file and as a directory" % parent)
     return files
+
+
+def parents_of(path):
+    """The directories of a relative path, outermost first: a/b/c -> a, a/b."""
+    parts = path.split("/")[:-1]
+    return ["/".join(parts[:end]) for end in range(1, len(parts) + 1)]
 
 
 def parse_manifest_document(text, origin, repo_id=None, revision=None):
@@ -220,10 +236,26 @@ def _hash_stream(stream, hasher, limit=None):
     return done
 
 
+def open_regular(path, flags=NOFOLLOW_READ):
+    """An fd of the regular file at path, never through a link at its last component."""
+    fd = os.open(path, flags)
+    if not statmod.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise WeightsError("%s is not a regular file" % path)
+    return fd
+
+
+def is_regular(path):
+    """True for a regular file at path itself (a link to one is not)."""
+    try:
+        return statmod.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def file_digest(path, algo):
-    size = os.path.getsize(path)
-    hasher = new_hasher(algo, size)
-    with open(path, "rb", buffering=0) as stream:
+    with os.fdopen(open_regular(path), "rb", buffering=0) as stream:
+        hasher = new_hasher(algo, os.fstat(stream.fileno()).st_size)
         _hash_stream(stream, hasher)
     return hasher.hexdigest()
 
@@ -249,7 +281,7 @@ def verify_files(root, files, paths, workers):
     def check(path):
         full = os.path.join(root, path)
         entry = files[path]
-        if os.path.getsize(full) != entry["size"]:
+        if not is_regular(full) or os.path.getsize(full) != entry["size"]:
             return False
         return file_digest(full, entry["algo"]) == entry["digest"]
 
@@ -400,19 +432,6 @@ class Source:
         return Body(stream)
 
 
-class PathSource(Source):
-    def __init__(self, root):
-        self.root = root
-
-    def open_at(self, path, offset):
-        stream = open(os.path.join(self.root, path), "rb", buffering=0)
-        stream.seek(offset)
-        return stream, offset
-
-    def describe(self, path):
-        return os.path.join(self.root, path)
-
-
 class _HttpOnlyRedirects(HTTPRedirectHandler):
     """urllib follows redirects to ftp:// too; a weight source stays on http and https."""
 
@@ -484,8 +503,11 @@ class HttpSource(Source):
 
 
 def open_part(part_path, entry):
-    """(fd, bytes already there, hasher fed with them) of a partial file, created when absent."""
-    fd = os.open(part_path, os.O_RDWR | os.O_CREAT, 0o600)
+    """(fd, bytes already there, hasher fed with them) of a partial file, created when absent;
+    anything but a regular file found there (a planted link) is removed, never followed."""
+    if os.path.lexists(part_path) and not is_regular(part_path):
+        os.unlink(part_path)
+    fd = os.open(part_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o600)
     have = os.fstat(fd).st_size
     if have > entry["size"]:
         os.ftruncate(fd, 0)
@@ -580,7 +602,42 @@ def _kernel_copy(src_fd, dst_fd, offset, count):
     return write_all(dst_fd, data, offset) - offset if data else 0
 
 
-def copy_local(src_path, part_path, entry, link_mode, on_bytes):
+def resolve_source(root, rel, symlinks="refuse"):
+    """(path without links, whether links led there) of the file ``rel`` of a source tree.
+
+    A weights source is data: a link in it (at the file or at a directory on the way) that
+    leads outside the tree would publish a file from elsewhere in the served copy, so it is
+    refused unless ``symlinks`` is "copy" (the bytes it leads to are then copied, never linked).
+    """
+    real_root = os.path.realpath(root)
+    named = os.path.join(real_root, rel)
+    real = os.path.realpath(named)
+    if real == named:
+        return real, False
+    if not real.startswith(real_root + os.sep) and symlinks != "copy":
+        raise WeightsError("%s in source_path %s is a symbolic link (or lies under one) leading to %s, outside "
+                           "the source: refused, since the staged copy would publish a file from elsewhere; copy "
+                           "that file into the source, or set source_symlinks: copy to stage the bytes it leads to"
+                           % (rel, root, real))
+    return real, True
+
+
+def open_source(path):
+    """An fd of the source file at ``path``, a path without links (the caller resolved them);
+    refused when the file opened is not the one named, as when a directory on the way was
+    swapped for a link meanwhile."""
+    fd = open_regular(path)
+    try:
+        opened = os.readlink("/proc/self/fd/%d" % fd)
+    except OSError:
+        opened = path  # no /proc: the O_NOFOLLOW open is the guard
+    if opened != path:
+        os.close(fd)
+        raise WeightsError("%s changed while it was opened (it now leads to %s): refused" % (path, opened))
+    return fd
+
+
+def copy_local(src_path, part_path, entry, link_mode, on_bytes, owner=None):
     """Stage a local file at copy speed, checking its digest; returns how it was staged.
 
     link_mode "hardlink" links the source itself and "reflink" shares its extents (both only
@@ -589,29 +646,34 @@ def copy_local(src_path, part_path, entry, link_mode, on_bytes):
     page cache, are hashed beside the copy, and each copied range goes to the disk at once
     (64 MiB steps: 1 MiB ones made the staging of 2 GiB a third slower in
     bench_weights_staging.py). A partial file from an earlier run is continued.
+
+    A hard link is the source's own inode: changing its owner or mode would change the source.
+    So a file is linked only where it already has ``owner`` (uid, gid, mode), and a linked file
+    is only read (hashed), never written, truncated or re-owned; otherwise it is copied.
     """
-    used = "copy"
-    if link_mode == "hardlink":
-        if os.path.lexists(part_path):
-            os.unlink(part_path)
-        try:
-            os.link(src_path, part_path)
-            used = "hardlink"
-        except OSError:
-            pass
-    src_fd = os.open(src_path, os.O_RDONLY)
+    src_fd = open_source(src_path)
     try:
+        src = os.fstat(src_fd)
+        if link_mode == "hardlink" and (owner is None or (src.st_uid, src.st_gid, src.st_mode & 0o7777) == owner):
+            if os.path.lexists(part_path):
+                os.unlink(part_path)
+            try:
+                os.link(src_path, part_path, follow_symlinks=False)
+            except OSError:
+                pass
+            else:
+                return _check_hardlink(src_fd, src, part_path, entry, src_path, on_bytes)
         fd, have, hasher = open_part(part_path, entry)
+        used = "copy"
         if link_mode == "reflink" and have == 0:
             try:
                 fcntl.ioctl(fd, FICLONE, src_fd)
                 used = "reflink"
                 have = os.fstat(fd).st_size
                 hash_range(fd, hasher, 0, have, bytearray(CHUNK))
+                on_bytes(have)  # read here to be hashed
             except OSError:
                 pass
-        if used != "copy":
-            on_bytes(have)  # read here to be hashed
         try:
             buf = bytearray(CHUNK)
             write_behind = WriteBehind(fd, have)
@@ -631,6 +693,25 @@ def copy_local(src_path, part_path, entry, link_mode, on_bytes):
     return used
 
 
+def _check_hardlink(src_fd, src, part_path, entry, src_path, on_bytes):
+    """Hash a hard link just made from the source's fd (the source is read, never written)."""
+    linked = os.lstat(part_path)
+    if (linked.st_dev, linked.st_ino) != (src.st_dev, src.st_ino):
+        os.unlink(part_path)
+        raise WeightsError("%s changed while it was linked: refused" % src_path)
+    if src.st_size != entry["size"]:
+        os.unlink(part_path)
+        raise WeightsError("%s: %d bytes, %d expected" % (src_path, src.st_size, entry["size"]))
+    hasher = new_hasher(entry["algo"], entry["size"])
+    hash_range(src_fd, hasher, 0, src.st_size, bytearray(CHUNK))
+    on_bytes(src.st_size)  # read here to be hashed
+    if hasher.hexdigest() != entry["digest"]:
+        os.unlink(part_path)
+        raise PermanentError("%s: %s %s does not match the expected %s"
+                             % (src_path, entry["algo"], hasher.hexdigest(), entry["digest"]))
+    return "hardlink"
+
+
 # --------------------------------------------------------------------------- tree state
 
 def read_json(path):
@@ -647,7 +728,10 @@ def write_json_atomic(path, document, mode, move):
 
 
 def file_state(path):
-    stat = os.stat(path)
+    """Size and modification time of the regular file at path; OSError for anything else (a link)."""
+    stat = os.lstat(path)
+    if not statmod.S_ISREG(stat.st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", path)
     return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
@@ -664,7 +748,7 @@ class Journal:
     def trusted(self, staging, path, entry):
         recorded = self.entries.get(path)
         full = os.path.join(staging, path)
-        if not recorded or not os.path.isfile(full):
+        if not recorded or not is_regular(full):
             return False
         return (recorded.get("digest") == entry["digest"] and file_state(full) == {
             "size": recorded.get("size"), "mtime_ns": recorded.get("mtime_ns")})
@@ -706,27 +790,74 @@ def quick_check(root, marker, verify_all, workers):
     return sorted(bad + mismatched), refreshed
 
 
-def apply_ownership(path, uid, gid, mode, dry_run=False):
-    """chown/chmod one path (or only tell, with dry_run); return True when something differs."""
-    stat = os.lstat(path)
-    wrong_owner = (uid is not None and stat.st_uid != uid) or (gid is not None and stat.st_gid != gid)
-    wrong_mode = stat.st_mode & 0o7777 != mode
-    if not dry_run:
-        if wrong_owner:
-            os.lchown(path, -1 if uid is None else uid, -1 if gid is None else gid)
-        if wrong_mode:
-            os.chmod(path, mode)
+def apply_ownership(path, uid, gid, mode, dry_run=False, shared=()):
+    """chown/chmod one file or directory the module made (or only tell, with dry_run) on the fd
+    it opens without following a link; return True when something differs.
+
+    A link is refused (WeightsError); an inode in ``shared`` (hard links of files outside the
+    module's copies, see outside_links) is left as it is, since changing it changes them too.
+    """
+    try:
+        fd = os.open(path, NOFOLLOW_READ)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise WeightsError("%s is a symbolic link; a staged copy holds only files and directories" % path)
+        raise
+    try:
+        stat = os.fstat(fd)
+        if (stat.st_dev, stat.st_ino) in shared:
+            return False
+        wrong_owner = (uid is not None and stat.st_uid != uid) or (gid is not None and stat.st_gid != gid)
+        wrong_mode = stat.st_mode & 0o7777 != mode
+        if not dry_run:
+            if wrong_owner:
+                os.fchown(fd, -1 if uid is None else uid, -1 if gid is None else gid)
+            if wrong_mode:
+                os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
     return wrong_owner or wrong_mode
 
 
-def apply_tree_ownership(root, uid, gid, dir_mode, file_mode, dry_run=False):
+def apply_tree_ownership(root, uid, gid, dir_mode, file_mode, dry_run=False, shared=()):
     changed = apply_ownership(root, uid, gid, dir_mode, dry_run)
     for base, dirs, names in os.walk(root):
         for name in dirs:
             changed = apply_ownership(os.path.join(base, name), uid, gid, dir_mode, dry_run) or changed
         for name in names:
-            changed = apply_ownership(os.path.join(base, name), uid, gid, file_mode, dry_run) or changed
+            changed = apply_ownership(os.path.join(base, name), uid, gid, file_mode, dry_run, shared) or changed
     return changed
+
+
+def outside_links(root):
+    """(dev, ino) of the regular files under root that have hard links outside root as well: a
+    file hard-linked from a source path (link_mode hardlink) is the source's inode."""
+    counts = {}
+    links = {}
+    for base, _dirs, names in os.walk(root):
+        for name in names:
+            stat = os.lstat(os.path.join(base, name))
+            if statmod.S_ISREG(stat.st_mode):
+                inode = (stat.st_dev, stat.st_ino)
+                counts[inode] = counts.get(inode, 0) + 1
+                links[inode] = stat.st_nlink
+    return set(inode for inode, count in counts.items() if links[inode] > count)
+
+
+def make_parents(root, rel):
+    """Create the directories of rel under root (a tree the module made), replacing any link or
+    file found on the way, so that a listed name can never lead out of the tree."""
+    path = root
+    for part in rel.split("/")[:-1]:
+        path = os.path.join(path, part)
+        try:
+            stat = os.lstat(path)
+        except OSError:
+            os.mkdir(path)
+            continue
+        if not statmod.S_ISDIR(stat.st_mode):
+            os.unlink(path)
+            os.mkdir(path)
 
 
 def free_bytes(path):

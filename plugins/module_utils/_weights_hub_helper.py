@@ -228,7 +228,10 @@ def fetch_one(request, entry):
     part = os.path.join(request["local_dir"], entry["path"]) + ".part"
     if not os.path.isdir(os.path.dirname(part)):
         os.makedirs(os.path.dirname(part))
-    fd = os.open(part, os.O_RDWR | os.O_CREAT, 0o600)
+    # The module made the directories (never links); a link planted at the part is not followed.
+    if os.path.islink(part):
+        os.unlink(part)
+    fd = os.open(part, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     writer = None
     try:
         if os.fstat(fd).st_size > entry["size"]:

@@ -90,9 +90,29 @@ options:
         files themselves, where the source lies on the destination's file system; otherwise they
         copy. With V(hardlink) the served files and the source are one file each (ownership and
         mode included), so only for a source that nothing changes.
+      - A hard link is the source's own inode, and changing its owner or mode would change the
+        source. So V(hardlink) links only files that already have O(owner), O(group) and
+        O(file_mode); any other file is copied (the run warns, naming how many), and no later run
+        changes the owner or mode of a file that has links outside C(<dest>.revs/).
     type: str
     default: copy
     choices: [copy, reflink, hardlink]
+  source_symlinks:
+    description:
+      - What a symbolic link in O(source_path) may be. The source is data, so every file is opened
+        without following a link, and the files the module stages are new files (or, with
+        O(link_mode=hardlink), links of regular files), never links.
+      - V(refuse) fails the run before anything is staged when a link (of a file, or of a
+        directory on the way to a file) leads outside O(source_path), naming it; a link that
+        stays inside is staged as a copy of the file it leads to.
+      - V(copy) stages the bytes a link leads to wherever that is, as a new file with
+        O(file_mode) (for a source such as a hub cache snapshot, whose files link into
+        C(../../blobs/)). Only for a source whose links the site trusts, since a link to a file only
+        root may read publishes that file's content.
+      - Files that are neither regular files nor links (FIFOs, sockets, devices) are refused.
+    type: str
+    default: refuse
+    choices: [refuse, copy]
   manifest_name:
     description:
       - Name of the manifest (JSON with C(files), each C(path), C(size), C(sha256)) at the root of a
@@ -316,11 +336,12 @@ import threading
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.pro6000.inference.plugins.module_utils._weights import (
-    COMMIT_RE, JOURNAL_NAME, LINK_MODES, MARKER_NAME, STAGING_PREFIX, HttpSource, Journal, WeightsError,
-    apply_ownership, apply_tree_ownership, check_against_lock, check_repo_id, check_revision, check_url,
-    copy_local, drafter_facts, file_digest, free_bytes, fsync_dir, human_bytes, load_config, lock_files,
-    manifest_bytes, mask_secrets, normalize_manifest, parallel_map, parse_manifest_document, quick_check, read_json,
-    switch_link, target_facts, transfer, verify_files, write_json_atomic,
+    COMMIT_RE, JOURNAL_NAME, LINK_MODES, MARKER_NAME, SOURCE_SYMLINKS, STAGING_PREFIX, HttpSource, Journal,
+    WeightsError, apply_ownership, apply_tree_ownership, check_against_lock, check_repo_id, check_revision, check_url,
+    copy_local, drafter_facts, file_digest, free_bytes, fsync_dir, human_bytes, is_regular, load_config, lock_files,
+    make_parents, manifest_bytes, mask_secrets, normalize_manifest, open_regular, outside_links, parallel_map,
+    parse_manifest_document, quick_check, read_json, resolve_source, switch_link, target_facts, transfer,
+    verify_files, write_json_atomic,
 )
 from ansible_collections.pro6000.inference.plugins.module_utils._weights_hub import helper_environment, run_helper
 
@@ -363,6 +384,9 @@ class Stager:
         self.bad_inodes = set()
         self.fetched_bytes = 0
         self.bytes_lock = threading.Lock()
+        # rel -> (path without links, whether links led there) of the files of a path source.
+        self.source_files = {}
+        self.copied_not_linked = []
         self.result = {
             "changed": False, "path": self.dest, "revision": params["revision"], "commit": None,
             "fetched_files": [], "fetched_bytes": 0, "linked_files": 0, "repaired": [],
@@ -410,10 +434,20 @@ class Stager:
             return parse_manifest_document(mirror.read_text(name), origin, repo_id, revision), None, origin
         root = self.params["source_path"]
         manifest_path = os.path.join(root, name)
-        if os.path.isfile(manifest_path):
-            with open(manifest_path) as stream:
-                return parse_manifest_document(stream.read(), manifest_path, repo_id, revision), None, manifest_path
+        if os.path.lexists(manifest_path):
+            manifest_path = self.source_file(name)
+            with os.fdopen(open_regular(manifest_path)) as stream:
+                files = parse_manifest_document(stream.read(), manifest_path, repo_id, revision)
+            for path in files:
+                self.source_file(path)
+            return files, None, manifest_path
         return self.hash_source_tree(root, name), None, root
+
+    def source_file(self, rel):
+        """The path to read the source file rel from; refuses links out of the source."""
+        if rel not in self.source_files:
+            self.source_files[rel] = resolve_source(self.params["source_path"], rel, self.params["source_symlinks"])
+        return self.source_files[rel][0]
 
     def wanted(self):
         """(files, commit) to stage: the lock's digests where the site pinned them, else the source's."""
@@ -434,16 +468,20 @@ class Stager:
         paths = []
         for base, dirs, names in os.walk(root):
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            for name in names:
+            # Links to directories are not walked into, but one that leads out is refused too.
+            for name in dirs + names:
                 rel = os.path.relpath(os.path.join(base, name), root)
-                if rel != manifest_name and not name.startswith("."):
+                if rel == manifest_name or name.startswith("."):
+                    continue
+                real = self.source_file(rel)
+                if name in names and not os.path.isdir(real):
                     paths.append(rel)
-        digests = parallel_map(lambda rel: file_digest(os.path.join(root, rel), "sha256"), paths, self.workers)
+        digests = parallel_map(lambda rel: file_digest(self.source_file(rel), "sha256"), paths, self.workers)
         for rel, digest in digests.items():
             if isinstance(digest, Exception):
                 raise WeightsError("cannot read %s: %s" % (os.path.join(root, rel), digest))
         return normalize_manifest([
-            {"path": rel, "size": os.path.getsize(os.path.join(root, rel)), "sha256": digests[rel]} for rel in paths])
+            {"path": rel, "size": os.path.getsize(self.source_file(rel)), "sha256": digests[rel]} for rel in paths])
 
     # ----------------------------------------------------------------- current copy
 
@@ -454,10 +492,10 @@ class Stager:
         if not os.path.islink(self.dest):
             return None, None
         target = os.path.normpath(os.path.join(os.path.dirname(self.dest), os.readlink(self.dest)))
-        if os.path.dirname(target) != self.revs:
+        if os.path.dirname(target) != self.revs or os.path.islink(target):
             raise WeightsError("dest %s is a link to %s, not to a copy in %s: it is not managed by this module; "
                                "remove it first" % (self.dest, target, self.revs))
-        current = os.path.realpath(self.dest)
+        current = target
         marker = read_json(os.path.join(current, MARKER_NAME)) if os.path.isdir(current) else None
         if not isinstance(marker, dict) or not isinstance(marker.get("files"), dict):
             return current, None
@@ -531,7 +569,7 @@ class Stager:
     def note_inodes(self, root, paths, good):
         for path in paths:
             try:
-                stat = os.stat(os.path.join(root, path))
+                stat = os.lstat(os.path.join(root, path))
             except OSError:
                 continue
             (self.good_inodes if good else self.bad_inodes).add((stat.st_dev, stat.st_ino))
@@ -540,14 +578,29 @@ class Stager:
         """The current copy is the wanted one and intact: fix ownership if needed, record the new
         times of files that were touched but still match (so they are not hashed again), report."""
         self.result.update(self.validate(current))
+        shared = outside_links(self.revs)
         changed = apply_tree_ownership(current, self.uid, self.gid, self.dir_mode, self.file_mode,
-                                       dry_run=self.module.check_mode)
+                                       dry_run=self.module.check_mode, shared=shared)
+        self.warn_shared(current, marker["files"], shared)
         if refreshed and not self.module.check_mode:
             for path, state in refreshed.items():
                 marker["files"][path].update(state)
             self.write_marker(current, marker)
         self.result.update(self.summary(current, marker), changed=changed)
         return self.result
+
+    def warn_shared(self, root, files, shared):
+        """Name the files left with another owner or mode because they are the source's inodes."""
+        left = []
+        for path in sorted(files):
+            stat = os.lstat(os.path.join(root, path))
+            if (stat.st_dev, stat.st_ino) in shared and (stat.st_uid, stat.st_gid, stat.st_mode & 0o7777) != (
+                    self.uid, self.gid, self.file_mode):
+                left.append(path)
+        if left:
+            self.module.warn("%d file(s) of %s are hard links of files outside %s (link_mode hardlink): their owner "
+                             "and mode are the source's and were left as they are (for example %s); stage with "
+                             "link_mode copy to own them" % (len(left), root, self.revs, left[0]))
 
     def write_marker(self, root, marker):
         path = os.path.join(root, MARKER_NAME)
@@ -596,10 +649,9 @@ class Stager:
         for root, marker in self.verified_copies():
             for path, recorded in marker["files"].items():
                 full = os.path.join(root, path)
-                try:
-                    stat = os.stat(full)
-                except OSError:
+                if not is_regular(full):
                     continue
+                stat = os.lstat(full)
                 inode = (stat.st_dev, stat.st_ino)
                 if inode not in self.bad_inodes and (stat.st_size, stat.st_mtime_ns) == (
                         recorded["size"], recorded.get("mtime_ns")):
@@ -623,7 +675,7 @@ class Stager:
     def fill(self, staging, files, commit, current):
         journal = Journal(staging, self.move)
         pending = [path for path in sorted(files) if not journal.trusted(staging, path, files[path])]
-        present = [path for path in pending if os.path.isfile(os.path.join(staging, path))]
+        present = [path for path in pending if is_regular(os.path.join(staging, path))]
         mismatched = set(verify_files(staging, files, present, self.workers))
         for path in present:
             if path in mismatched:
@@ -652,14 +704,19 @@ class Stager:
             raise WeightsError("%d of %d file(s) could not be staged (the staging copy %s is kept and the next run "
                                "resumes it): %s" % (len(errors), len(to_fetch), staging,
                                                     "; ".join("%s: %s" % item for item in sorted(errors.items()))))
+        if self.copied_not_linked:
+            self.module.warn("%d file(s) of %s copied instead of hard-linked: their owner, group or mode differ from "
+                             "the wanted ones, and a hard link would change the source's (for example %s)"
+                             % (len(self.copied_not_linked), self.params["source_path"],
+                                sorted(self.copied_not_linked)[0]))
         self.remove_strays(staging, files)
 
     def link(self, donor, target):
-        parent = os.path.dirname(target)
-        if not os.path.isdir(parent):
-            os.makedirs(parent)
+        make_parents(self.revs, os.path.relpath(target, self.revs))
+        if os.path.lexists(target):
+            os.unlink(target)
         try:
-            os.link(donor, target)
+            os.link(donor, target, follow_symlinks=False)
         except OSError:
             return False
         return True
@@ -686,16 +743,21 @@ class Stager:
 
         def fetch(path):
             full = os.path.join(staging, path)
-            parent = os.path.dirname(full)
-            if not os.path.isdir(parent):
-                os.makedirs(parent)
+            make_parents(staging, path)
+            used = "copy"
             if mirror is not None:
                 transfer(mirror, path, full + ".part", files[path], self.params["retries"], self.count_bytes)
             else:
-                copy_local(os.path.join(self.params["source_path"], path), full + ".part", files[path],
-                           self.params["link_mode"], self.count_bytes)
+                real = self.source_file(path)
+                # A file reached through a link is always copied: linking it would share what it leads to.
+                mode = "copy" if self.source_files[path][1] else self.params["link_mode"]
+                used = copy_local(real, full + ".part", files[path], mode, self.count_bytes,
+                                  owner=(self.uid, self.gid, self.file_mode))
+                if mode == "hardlink" and used != "hardlink":
+                    self.copied_not_linked.append(path)
             os.replace(full + ".part", full)
-            self.finish_file(staging, path, files[path], journal)
+            # A hard link is the source's inode, made only where its owner and mode are already right.
+            self.finish_file(staging, path, files[path], journal, owned=used != "hardlink")
 
         return self.collect(parallel_map(fetch, to_fetch, self.workers))
 
@@ -704,6 +766,8 @@ class Stager:
         while it writes; only its digests are compared here, nothing is read twice."""
         if not to_fetch:
             return {}
+        for path in to_fetch:
+            make_parents(staging, path)
         answer = self.hub_request("fetch", commit=commit, local_dir=staging, workers=self.workers, files=[
             dict(files[path], path=path) for path in to_fetch])
         errors = {}
@@ -732,8 +796,9 @@ class Stager:
                 self.result["fetched_files"].append(path)
         return errors
 
-    def finish_file(self, staging, path, entry, journal):
-        apply_ownership(os.path.join(staging, path), self.uid, self.gid, self.file_mode)
+    def finish_file(self, staging, path, entry, journal, owned=True):
+        if owned:
+            apply_ownership(os.path.join(staging, path), self.uid, self.gid, self.file_mode)
         journal.record(staging, path, entry)
 
     def remove_strays(self, staging, files):
@@ -746,7 +811,9 @@ class Stager:
                     os.unlink(full)
             for name in dirs:
                 full = os.path.join(base, name)
-                if not os.listdir(full):
+                if os.path.islink(full):
+                    os.unlink(full)
+                elif not os.listdir(full):
                     os.rmdir(full)
 
     def publish(self, staging, files, commit):
@@ -757,7 +824,8 @@ class Stager:
                       files={})
         for path, entry in files.items():
             marker["files"][path] = dict(entry, mtime_ns=journal.entries[path]["mtime_ns"])
-        apply_tree_ownership(staging, self.uid, self.gid, self.dir_mode, self.file_mode)
+        apply_tree_ownership(staging, self.uid, self.gid, self.dir_mode, self.file_mode,
+                             shared=outside_links(self.revs))
         self.write_marker(staging, marker)
         os.unlink(journal.path)
         base = os.path.join(self.revs, safe_name(commit or self.params["revision"]))
@@ -825,6 +893,7 @@ def main():
             mirror_url=dict(type="str"),
             source_path=dict(type="path"),
             link_mode=dict(type="str", default="copy", choices=list(LINK_MODES)),
+            source_symlinks=dict(type="str", default="refuse", choices=list(SOURCE_SYMLINKS)),
             manifest_name=dict(type="str", default="manifest.json"),
             allow_patterns=dict(type="list", elements="str", default=[]),
             ignore_patterns=dict(type="list", elements="str", default=[]),

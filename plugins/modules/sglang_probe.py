@@ -34,20 +34,20 @@ options:
     description:
       - Seconds each request may wait for its answer, and the time the module may take beyond
         O(wait_timeout) in all, retries included.
-      - Must be positive.
+      - Must be positive, at most 3600.
     type: float
     default: 30
   wait_timeout:
     description:
       - Seconds to keep polling C(/health) until it answers HTTP 200.
       - V(0) checks once. Model loading and CUDA-graph capture take minutes on a real host.
-      - Must not be negative.
+      - Must not be negative, at most 86400 (a day).
     type: float
     default: 0
   wait_interval:
     description:
       - Seconds between two C(/health) polls while waiting.
-      - Must be positive.
+      - Must be positive, at most 3600.
     type: float
     default: 2
   unit:
@@ -172,12 +172,23 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.pro6000.inference.plugins.module_utils._sglang_client import (
     SERVER_ARGUMENT_SPEC,
     SGLangClient,
+    POSITIVE,
     SGLangError,
-    check_positive,
+    check_bounds,
     fetch_server_info,
+    model_cards,
     normalise_path,
     speculative_settings,
+    url_credentials,
 )
+
+# (least, most, unit) of each numeric option, checked before any request: no value, inf and
+# nan included, can stretch the module's time bound or overflow a socket timeout.
+BOUNDS = {
+    "timeout": (POSITIVE, 3600, "seconds"),
+    "wait_timeout": (0, 86400, "seconds"),
+    "wait_interval": (POSITIVE, 3600, "seconds"),
+}
 
 
 def wait_for_health(client, wait_timeout, interval, deadline, gone=lambda: None):
@@ -220,7 +231,7 @@ def get_with_alias(client, path, alias, deadline):
         response = client.get(path, deadline=deadline)
     if not response.ok:
         raise SGLangError("GET %s: HTTP %d: %s" % (client.url(path), response.status, response.text()))
-    return response.json()
+    return response.json(dict)
 
 
 def compare(expected, server):
@@ -272,7 +283,7 @@ def probe(client, wait_timeout, wait_interval, gone=lambda: None):
                           % (client.base_url, waited, last))
     info_path, info = fetch_server_info(client, deadline)
     model_info = get_with_alias(client, "/model_info", "/get_model_info", deadline)
-    models = client.get_json("/v1/models", deadline=deadline).get("data") or []
+    models = model_cards(client, deadline)
     server = {
         "url": client.base_url,
         "healthy": True,
@@ -280,8 +291,8 @@ def probe(client, wait_timeout, wait_interval, gone=lambda: None):
         "server_info_path": info_path,
         "version": info.get("version"),
         "model_path": model_info.get("model_path") or info.get("model_path"),
-        "models": [card.get("id") for card in models if isinstance(card, dict)],
-        "max_model_len": models[0].get("max_model_len") if models and isinstance(models[0], dict) else None,
+        "models": [card.get("id") for card in models],
+        "max_model_len": models[0].get("max_model_len") if models else None,
         "speculative": speculative_settings(info),
     }
     return server, info, model_info
@@ -304,12 +315,10 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    problem = check_positive(params, "timeout", "wait_interval")
+    module.no_log_values.update(url_credentials(params["url"]))
+    problem = check_bounds(params, BOUNDS)
     if problem:
         module.fail_json(msg=problem, changed=False, mismatches=[])
-    if params["wait_timeout"] < 0:
-        module.fail_json(msg="wait_timeout must not be negative, got %r" % params["wait_timeout"],
-                         changed=False, mismatches=[])
     try:
         client = SGLangClient(params["url"], api_key=params["api_key"], timeout=params["timeout"],
                               validate_certs=params["validate_certs"], ca_path=params["ca_path"])

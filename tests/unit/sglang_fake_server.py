@@ -6,6 +6,7 @@ It runs in threads of the test process and is shut down by the fixture that star
 """
 import http.server
 import json
+import socket
 import threading
 import time
 
@@ -26,6 +27,14 @@ SERVER_INFO = {
 
 # Longest a scripted pause may last, so that a test can never hang on its own server.
 MAX_PAUSE_S = 30.0
+# What a time bound measured by the server (first request in, last connection closed by the
+# client) may exceed the module's bound by: the client checks its deadline every 0.05 s
+# (IDLE_CHECK_S), then two processes (the module and this server's thread) must each be woken
+# once more to close and to see the close. With two busy loops on a 2-core machine each wake-up
+# waits behind them for a CFS slice (sched_latency is 12-24 ms there), a few slices at worst;
+# 0.5 s is ten times the deadline check interval and several times that, far below any bound
+# that would be broken by a deadline not enforced (each test's server waits MAX_PAUSE_S).
+SERVER_SIDE_SLACK_S = 0.5
 
 
 def sse(obj):
@@ -88,6 +97,7 @@ class Scenario:
         self.generated_tokens = 0
         self.lock = threading.Lock()
         self.requests = []
+        self.hangups = []  # time.monotonic() when the client closed a connection to a silent path
 
     def enable_metrics(self):
         self.metrics = lambda: (
@@ -122,7 +132,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def _record(self, payload=None):
-        self.scenario.requests.append({"method": self.command, "path": self.path,
+        self.scenario.requests.append({"method": self.command, "path": self.path, "t": time.monotonic(),
                                        "client_port": self.client_address[1],
                                        "headers": dict(self.headers), "payload": payload})
 
@@ -132,7 +142,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if sc.pause_before_answer:
             time.sleep(min(sc.pause_before_answer, MAX_PAUSE_S))
         if self.path in sc.silent_paths:
-            time.sleep(MAX_PAUSE_S)
+            # Answer nothing; note when the client gives up and closes the connection.
+            self.connection.settimeout(MAX_PAUSE_S)
+            try:
+                while self.connection.recv(4096):
+                    pass
+                sc.hangups.append(time.monotonic())
+            except OSError:
+                pass
             self.close_connection = True
             return
         if self.path == "/health":
@@ -228,6 +245,105 @@ class FakeSGLang(http.server.ThreadingHTTPServer):
         self.shutdown()
         self.server_close()
         self.thread.join(timeout=5)
+
+
+class SilentServer:
+    """Takes every connection and the request on it and never answers; stamps (time.monotonic())
+    when each connection came in and when the client closed it, so that a test measures a
+    module's time bound on the server's clock, without the interpreter's start-up."""
+
+    def __init__(self):
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(64)
+        self.url = "http://127.0.0.1:%d" % self.listener.getsockname()[1]
+        self.accepted = []
+        self.closed = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+
+    def _accept(self):
+        while True:
+            try:
+                connection, _address = self.listener.accept()
+            except OSError:
+                return  # the listener was closed
+            self.accepted.append(time.monotonic())
+            threading.Thread(target=self._drain, args=(connection,), daemon=True).start()
+
+    def _drain(self, connection):
+        connection.settimeout(MAX_PAUSE_S)
+        try:
+            while connection.recv(4096):
+                pass
+            self.closed.append(time.monotonic())
+        except OSError:
+            pass
+        finally:
+            connection.close()
+
+    def span(self):
+        """Seconds from the first connection to the last close, once every connection is closed."""
+        deadline = time.monotonic() + 5
+        while len(self.closed) < len(self.accepted) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert self.accepted and len(self.closed) == len(self.accepted), "a connection was left open"
+        return max(self.closed) - min(self.accepted)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.listener.close()
+
+
+class RawServer:
+    """A hostile HTTP/1.1 server for the limits of the client: it reads each request's head and
+    answers ``answer`` as raw bytes (malformed framing is the point), or, when ``answer`` is a
+    callable, writes what ``answer()`` yields until the client hangs up (an endless body).
+    ``sent`` counts the bytes written."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.sent = 0
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.url = "http://127.0.0.1:%d" % self.listener.getsockname()[1]
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+
+    def _accept(self):
+        while True:
+            try:
+                connection, _address = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
+
+    def _serve(self, connection):
+        connection.settimeout(MAX_PAUSE_S)
+        try:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                data = connection.recv(4096)
+                if not data:
+                    return
+                head += data
+            pieces = self.answer() if callable(self.answer) else [self.answer]
+            for piece in pieces:
+                connection.sendall(piece)
+                self.sent += len(piece)
+        except OSError:
+            pass  # the client hung up: what an endless body waits for
+        finally:
+            connection.close()
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.listener.close()
 
 
 def run_main(main, args, capsys):

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from sglang_fake_server import FakeSGLang, chat_events, sse
+from sglang_fake_server import FakeSGLang, RawServer, SilentServer, chat_events, sse
 from support import free_port
 
 from ansible_collections.pro6000.inference.plugins.module_utils import _sglang_client as sc
@@ -403,3 +403,152 @@ def test_response_json_error_names_status():
     with pytest.raises(sc.SGLangError, match="HTTP 200: body is not JSON"):
         sc.Response(200, b"<html>").json()
     assert json.loads(sc.Response(200, b'{"a": 1}').body) == {"a": 1}
+
+
+# --- hostile servers (issue 20, row 5) and credentials in URLs (row 7) -------------------------
+
+def raw_get(answer, path="/health", **client_args):
+    with RawServer(answer) as raw:
+        client = sc.SGLangClient(raw.url, retries=0, **client_args)
+        try:
+            return raw, client.get(path, deadline=time.perf_counter() + 10)
+        except sc.SGLangError as exc:
+            return raw, exc
+
+
+@pytest.mark.parametrize("size", [b"zz", b"-1", b"0x10", b"1_0", b""])
+def test_a_chunk_size_that_is_not_hex_is_an_error_naming_the_url(size):
+    raw, answer = raw_get(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%s\r\nabc\r\n0\r\n\r\n" % size)
+    assert isinstance(answer, sc.SGLangError)
+    assert str(answer) == "GET %s/health: malformed chunked body: chunk size %r is not hexadecimal" % (raw.url, size)
+
+
+def test_an_endless_body_stops_at_the_answer_limit():
+    def endless():
+        yield b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n"
+        while True:
+            yield b"x" * 65536
+
+    raw, answer = raw_get(endless)
+    assert str(answer).endswith("the answer is longer than %d bytes (the client's limit)" % sc.RESPONSE_LIMIT)
+    # What the kernel buffers between the two ends comes on top of what was read; 10 GB were not.
+    assert raw.sent < sc.RESPONSE_LIMIT + 32 * 1024 * 1024
+
+
+def test_a_content_length_beyond_the_limit_is_refused_at_once():
+    raw, answer = raw_get(b"HTTP/1.1 200 OK\r\nContent-Length: 10000000000\r\n\r\nxxxx")
+    assert str(answer) == ("GET %s/health: malformed response: Content-Length 10000000000 is outside 0 to %d "
+                           "bytes (the client's limit)" % (raw.url, sc.RESPONSE_LIMIT))
+
+
+def test_the_answers_of_one_call_are_capped_together(server, monkeypatch):
+    monkeypatch.setattr(sc, "RUN_LIMIT", 1500)  # about three answers of the fake /server_info
+    client = sc.SGLangClient(server.url)
+    captures, _wall = sc.run_requests(client, 2, 3, lambda index: ("GET", "/server_info", None),
+                                      deadline=time.perf_counter() + 10)
+    assert len(captures) == 6
+    errors = [c.error for c in captures]
+    limit = sc.RUN_LIMIT_MESSAGE % 1500
+    assert errors.count(None) >= 1 and limit in errors
+    assert all(e in (None, limit) for e in errors)
+
+
+def test_an_event_beyond_the_event_limit_fails_the_stream():
+    long_event = b"data: " + b"x" * (sc.EVENT_LIMIT + 1) + b"\n\n"
+    result = sc.parse_stream(capture_of([long_event, b"data: [DONE]\n\n"]))
+    assert not result.ok and result.error == "a server-sent event is longer than %d bytes (the client's limit)" % (
+        sc.EVENT_LIMIT)
+    endless_line = [b"data: " + b"x" * 700000, b"x" * 700000]
+    result = sc.parse_stream(capture_of(endless_line))
+    assert not result.ok and "a server-sent event line is longer than" in result.error
+
+
+@pytest.mark.parametrize("event, message", [
+    ({"choices": {"delta": "x"}}, "unexpected event ('str' object has no attribute 'get')"),
+    ({"choices": [{"delta": ["content"]}]}, "unexpected event ('list' object has no attribute 'get')"),
+    ({"usage": [1, 2]}, "unexpected event ('list' object has no attribute 'get')"),
+    ({"choices": [{"delta": {"content": "a"}}], "usage": {"completion_tokens": "12"}},
+     "unexpected event (usage.completion_tokens '12' is not a count)"),
+    ({"meta_info": {"completion_tokens": 3, "prompt_tokens": [1]}},
+     "unexpected event (meta_info.prompt_tokens [1] is not a count)"),
+    ([1, 2], "unexpected event: '[1, 2]'"),
+])
+def test_events_of_another_shape_fail_the_stream_not_the_parser(event, message):
+    result = sc.parse_stream(capture_of([sse(event), b"data: [DONE]\n\n"]))
+    assert not result.ok and result.error.startswith(message)
+
+
+@pytest.mark.parametrize("path, value, message", [
+    ("/server_info", [1, 2], "expected a JSON object, got array: b'[1, 2]'"),
+    ("/server_info", "text", "expected a JSON object, got string"),
+    ("/v1/models", {"data": {"id": "m"}}, "expected data to be a JSON array, got object"),
+])
+def test_json_of_another_shape_is_an_error_naming_the_url(server, path, value, message):
+    if path == "/server_info":
+        server.scenario.server_info = value
+    else:
+        server.scenario.models = value["data"]
+    client = sc.SGLangClient(server.url)
+    with pytest.raises(sc.SGLangError) as error:
+        sc.fetch_server_info(client) if path == "/server_info" else sc.model_cards(client)
+    assert str(error.value).startswith("GET %s%s: " % (server.url, path)) and message in str(error.value)
+
+
+def test_credentials_in_the_url_are_never_echoed(server):
+    port = free_port()
+    client = sc.SGLangClient("http://alice:s3cret@127.0.0.1:%d/prefix" % port, retries=0)
+    assert client.base_url == "http://127.0.0.1:%d/prefix" % port
+    assert sc.redact("see http://alice:p@ss@h:1/x?q=a@b") == "see http://h:1/x?q=a@b"
+    with pytest.raises(sc.SGLangError) as error:
+        client.get("/health")
+    assert "s3cret" not in str(error.value) and "alice" not in str(error.value)
+    assert str(error.value).startswith("GET http://127.0.0.1:%d/prefix/health: ConnectionRefusedError" % port)
+    for bad in ("http://alice:s3cret@127.0.0.1:notaport", "ftp://alice:s3cret@h/", "http://alice:s3cret@:0"):
+        with pytest.raises(sc.SGLangError) as error:
+            sc.SGLangClient(bad)
+        assert "s3cret" not in str(error.value) and "alice" not in str(error.value)
+    # The server is reached with the credentials left out of the request too (use api_key).
+    ok = sc.SGLangClient(server.url.replace("//", "//alice:s3cret@")).get("/health")
+    assert ok.status == 200 and "s3cret" not in json.dumps(server.scenario.requests)
+
+
+def test_a_proxy_url_with_credentials_is_not_echoed(monkeypatch):
+    monkeypatch.setenv("http_proxy", "http://bob:pr0xy@proxy.invalid:notaport")
+    with pytest.raises(sc.SGLangError) as error:
+        sc.SGLangClient("http://server.invalid:30000")
+    assert "pr0xy" not in str(error.value) and "the http_proxy environment variable" in str(error.value)
+
+
+@pytest.mark.parametrize("value, message", [
+    (float("inf"), "timeout must be a finite number, got inf"),
+    (float("nan"), "timeout must be a finite number, got nan"),
+    (1e300, "timeout must be at most 3600 seconds, got 1e+300"),
+    (0.0, "timeout must be a positive number of seconds, got 0.0"),
+    (None, None),
+    (3600.0, None),
+])
+def test_bounds_refuse_non_finite_and_huge_values(value, message):
+    bounds = {"timeout": (sc.POSITIVE, 3600, "seconds"), "count": (1, 10, "requests")}
+    assert sc.check_bounds({"timeout": value, "count": 5}, bounds) == message
+    assert sc.check_bounds({"timeout": 1.0, "count": 0}, bounds) == "count must be at least 1, got 0"
+    assert sc.check_bounds({"timeout": 1.0, "count": 11}, bounds) == "count must be at most 10 requests, got 11"
+
+
+def test_a_deadline_passed_while_connecting_opens_no_more_connections(monkeypatch):
+    opened = []
+    real_open = sc.Connection.open
+
+    def slow_open(self, timeout):
+        # A connection that takes 50 ms (a remote host, a TLS handshake), made 1000 times.
+        opened.append(self)
+        time.sleep(0.05)
+        return real_open(self, timeout)
+
+    monkeypatch.setattr(sc.Connection, "open", slow_open)
+    with SilentServer() as silent:
+        client = sc.SGLangClient(silent.url)
+        captures, _wall = sc.run_requests(client, 1000, 1, lambda index: ("GET", "/health", None),
+                                          deadline=time.perf_counter() + 0.2)
+    # About 0.2 / 0.05 connections before the deadline, then none: not one per worker.
+    assert len(opened) <= 10 and len(captures) == 1000
+    assert all(c.error.startswith("deadline reached") for c in captures)

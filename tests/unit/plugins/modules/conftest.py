@@ -1,9 +1,7 @@
 """The fake SGLang server, one per sglang_* module test, and a server that never answers."""
-import socket
-
 import pytest
 
-from sglang_fake_server import FakeSGLang
+from sglang_fake_server import FakeSGLang, SilentServer
 
 
 @pytest.fixture
@@ -13,10 +11,7 @@ def server():
 
 
 @pytest.fixture
-def silent_url():
-    """A server that takes connections (the kernel accepts them) and never answers."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(64)
-    yield "http://127.0.0.1:%d" % listener.getsockname()[1]
-    listener.close()
+def silent():
+    """A server that takes connections and requests and never answers (see SilentServer)."""
+    with SilentServer() as server:
+        yield server

@@ -527,3 +527,146 @@ def test_path_staging_links_the_source_only_where_the_site_allows_it(doubles, mo
     staged = models / "Qwen3.6-27B-DFlash" / "model.safetensors"
     shared = os.stat(source / "model.safetensors").st_ino == os.stat(staged).st_ino
     assert shared == (mode == "hardlink")
+
+
+# ----------------------------------------------------------------- hostile sources (issue 20, row 1)
+
+def root_only_file(tmp_path, data=b"root-only secret\n" * 64):
+    """A file outside every source that only root may read, as /etc/shadow is."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = outside / "secret"
+    secret.write_bytes(data)
+    secret.chmod(0o600)
+    return secret
+
+
+def path_source(doubles, tmp_path, manifest=True):
+    source = tmp_path / "share"
+    shutil.copytree(genuine(doubles, DRAFTER), source)
+    if not manifest:
+        (source / "manifest.json").unlink()
+    return source
+
+
+def list_in_manifest(source, rel, data):
+    document = json.loads((source / "manifest.json").read_text())
+    document["files"].append({"path": rel, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+    (source / "manifest.json").write_text(json.dumps(document))
+
+
+def ownership(path):
+    stat = os.lstat(path)
+    return stat.st_uid, stat.st_gid, stat.st_mode & 0o7777
+
+
+def service_user_args(doubles, models, source, **extra):
+    nobody = pwd.getpwnam("nobody")
+    return mirror_args(doubles, models, repo_id=DRAFTER, source="path", source_path=str(source), mirror_url=None,
+                       owner=nobody.pw_name, group=grp.getgrgid(nobody.pw_gid).gr_name, **extra)
+
+
+@pytest.mark.parametrize("manifest", [True, False], ids=["manifest", "hashed-tree"])
+@pytest.mark.parametrize("mode", ["copy", "hardlink"])
+@pytest.mark.parametrize("where", ["file", "directory"])
+def test_a_link_out_of_a_path_source_is_refused_and_nothing_outside_changes(doubles, models, tmp_path, mode,
+                                                                            manifest, where):
+    # The attack of issue 20 row 1: the source holds a link to a root-only file outside it. Before,
+    # copy published the file's bytes at 0644 and hardlink chmodded the outside file to 0644 and
+    # chowned the source's files to the service user.
+    secret = root_only_file(tmp_path)
+    source = path_source(doubles, tmp_path, manifest)
+    rel = "secret.bin" if where == "file" else "sub/secret"
+    if where == "file":
+        (source / rel).symlink_to(secret)
+    else:
+        (source / "sub").symlink_to(secret.parent)
+    if manifest:
+        list_in_manifest(source, rel, secret.read_bytes())
+    before = {p: ownership(p) for p in [secret] + sorted(source.iterdir())}
+    result = run(service_user_args(doubles, models, source, link_mode=mode))
+    assert result["failed"]
+    where_to = secret if where == "file" or manifest else secret.parent
+    assert (f"{rel if where == 'file' or manifest else 'sub'} in source_path {source} is a symbolic link "
+            f"(or lies under one) leading to {where_to}, outside the source: refused") in result["msg"]
+    assert "source_symlinks: copy" in result["msg"]
+    assert {p: ownership(p) for p in before} == before
+    assert not (models / "Qwen3.6-27B-DFlash").exists()
+    assert not any(p.name == "secret" or p.name == "secret.bin" for p in models.rglob("*")) if models.exists() else True
+
+
+def test_source_symlinks_copy_stages_new_files_and_leaves_the_target_alone(doubles, models, tmp_path):
+    secret = root_only_file(tmp_path)
+    source = path_source(doubles, tmp_path)
+    (source / "secret.bin").symlink_to(secret)
+    list_in_manifest(source, "secret.bin", secret.read_bytes())
+    before = ownership(secret)
+    result = run(service_user_args(doubles, models, source, link_mode="hardlink", source_symlinks="copy"))
+    assert result["changed"], result.get("msg")
+    staged = models / "Qwen3.6-27B-DFlash" / "secret.bin"
+    assert not staged.is_symlink() and staged.read_bytes() == secret.read_bytes()
+    assert os.stat(staged).st_ino != os.stat(secret).st_ino
+    assert ownership(staged) == (65534, pwd.getpwnam("nobody").pw_gid, 0o644)
+    assert ownership(secret) == before
+
+
+def test_a_link_inside_the_source_is_staged_as_a_copy(doubles, models, tmp_path):
+    source = path_source(doubles, tmp_path, manifest=False)
+    (source / "alias.json").symlink_to("config.json")
+    result = run(service_user_args(doubles, models, source, link_mode="hardlink"))
+    assert result["changed"], result.get("msg")
+    staged = models / "Qwen3.6-27B-DFlash" / "alias.json"
+    assert not staged.is_symlink() and staged.read_bytes() == (source / "config.json").read_bytes()
+
+
+def test_hardlink_never_changes_the_sources_owner_or_mode(doubles, models, tmp_path):
+    source = path_source(doubles, tmp_path)
+    before = {p: ownership(p) for p in source.iterdir()}
+    # The service user differs from the source's owner: linking would re-own the source, so it copies.
+    result = run(service_user_args(doubles, models, source, link_mode="hardlink"))
+    assert result["changed"], result.get("msg")
+    assert "copied instead of hard-linked" in json.dumps(result["warnings"])
+    staged = models / "Qwen3.6-27B-DFlash"
+    assert os.stat(staged / "model.safetensors").st_ino != os.stat(source / "model.safetensors").st_ino
+    assert ownership(staged / "model.safetensors")[:2] == (65534, pwd.getpwnam("nobody").pw_gid)
+    assert {p: ownership(p) for p in before} == before
+    # Owner and mode as the source has them: linked; a later run asking for another mode leaves
+    # the linked files (the source's inodes) as they are.
+    shutil.rmtree(models)
+    args = mirror_args(doubles, models, repo_id=DRAFTER, source="path", source_path=str(source), mirror_url=None,
+                       link_mode="hardlink")
+    assert run(args)["changed"]
+    assert os.stat(staged / "model.safetensors").st_ino == os.stat(source / "model.safetensors").st_ino
+    again = run(dict(args, file_mode="0600"))
+    assert not again.get("failed"), again.get("msg")
+    assert "hard links of files outside" in json.dumps(again["warnings"])
+    assert {p: ownership(p) for p in before} == before
+
+
+def test_a_link_planted_in_the_staging_directory_is_not_followed(doubles, models, tmp_path):
+    # The staging directory belongs to the service user, who could leave a link where a part goes.
+    outside = root_only_file(tmp_path, b"x" * (4 * 1024 * 1024))
+    staging = models / "Qwen3.6-27B.revs" / f".staging-{commit(TARGET, 'v1')}"
+    staging.mkdir(parents=True)
+    (staging / f"{SHARD1}.part").symlink_to(outside)
+    (staging / "config.json").symlink_to(outside)
+    before = (ownership(outside), outside.read_bytes())
+    result = run(mirror_args(doubles, models))
+    assert result["changed"], result.get("msg")
+    assert (ownership(outside), outside.read_bytes()) == before
+    copy = models / "Qwen3.6-27B"
+    assert not any(p.is_symlink() for p in copy.rglob("*"))
+    assert (copy / SHARD1).read_bytes() == (genuine(doubles) / SHARD1).read_bytes()
+
+
+@pytest.mark.parametrize("listed, message", [
+    (["sub", "sub/x"], "manifest lists sub both as a file and as a directory"),
+    (["a.part"], "reserved file name in manifest: 'a.part'"),
+])
+def test_a_listed_name_cannot_shadow_another(doubles, models, tmp_path, listed, message):
+    source = path_source(doubles, tmp_path)
+    for rel in listed:
+        list_in_manifest(source, rel, b"")
+    result = run(service_user_args(doubles, models, source))
+    assert result["failed"] and message in result["msg"]
+    assert not models.exists()
