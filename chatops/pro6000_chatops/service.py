@@ -77,6 +77,21 @@ class RunInfo:
         return text
 
 
+@dataclass(frozen=True)
+class Request:
+    """A request that passed the gates that need no host lock (``ChatOps.admit``): its user
+    may run its action on ``hosts`` (none for ``cancel``, authorised when it is carried out)."""
+
+    request_id: str
+    user: str
+    command: Command
+    hosts: tuple[str, ...]
+
+    @property
+    def runs_playbook(self) -> bool:
+        return self.command.action.playbook is not None
+
+
 class ActiveRun:
     """A run this bot started and still waits for."""
 
@@ -130,26 +145,69 @@ class ChatOps:
     def handle(self, user: str, text: str, on_progress: ProgressCallback | None = None) -> Reply:
         """Parse, authorise and run one chat command. Blocks until a run ends: call it from a
         worker thread; ``cancel HOST`` from another thread stops the run."""
-        request_id = uuid.uuid4().hex[:12]
-        reply = self._handle(request_id, user, text, on_progress)
-        return Reply(reply.request_id, reply.accepted, self.masker.text(reply.text), reply.summary)
+        request = self.admit(user, text)
+        return request if isinstance(request, Reply) else self.carry_out(request, on_progress)
 
-    def _handle(self, request_id: str, user: str, text: str, on_progress: ProgressCallback | None) -> Reply:
-        try:
+    def admit(self, user: str, text: str) -> Request | Reply:
+        """The gates that need no host lock: the user, the grammar, the grants, the inventory.
+        Records the request; returns the authorised request, or the refusal (recorded too).
+        Nothing is taken or started: a bot calls it before it spends anything on the request."""
+        request_id = uuid.uuid4().hex[:12]
+
+        def authorise() -> Request:
             self.audit.record("request", request_id, user=audit.clip(str(user)),
                               text=audit.clip(str(text)), length=len(str(text)))
             if not isinstance(user, str) or not 0 < len(user) <= USER_LIMIT or not user.isprintable():
                 raise Refused("the requesting user is not a valid chat identity")
             command = parse(text)
-            if self._closing:
-                raise Refused("the bot is shutting down: try again when it is back")
-            if command.action.name == "cancel":
-                return self._cancel(request_id, user, command)
-            hosts = self._authorise(user, command)
-            return self._run(request_id, user, command, hosts, on_progress)
+            self._refuse_if_closing()
+            hosts = () if command.action.name == "cancel" else self._authorise(user, command)
+            return Request(request_id, user, command, hosts)
+
+        return self._outcome(request_id, user, authorise)
+
+    def decline(self, user: str, text: str, reason: str) -> Reply:
+        """Refuse a request unread (a bot's per-user limits): recorded, with its outcome."""
+        request_id = uuid.uuid4().hex[:12]
+
+        def refuse() -> Reply:
+            self.audit.record("request", request_id, user=audit.clip(str(user)),
+                              text=audit.clip(str(text)), length=len(str(text)))
+            raise Refused(reason)
+
+        return self._outcome(request_id, user, refuse)
+
+    def refuse(self, request: Request, reason: str) -> Reply:
+        """Refuse an admitted request (a bot with every run worker busy): its outcome record."""
+        def refuse() -> Reply:
+            raise Refused(reason)
+
+        return self._outcome(request.request_id, request.user, refuse)
+
+    def carry_out(self, request: Request, on_progress: ProgressCallback | None = None) -> Reply:
+        """The admitted request: a cancel, or a run (host locks, then the playbook). Blocks until
+        a run ends."""
+        def act() -> Reply:
+            self._refuse_if_closing()
+            if request.command.action.name == "cancel":
+                return self._cancel(request.request_id, request.user, request.command)
+            return self._run(request.request_id, request.user, request.command, request.hosts,
+                             on_progress)
+
+        return self._outcome(request.request_id, request.user, act)
+
+    def _refuse_if_closing(self) -> None:
+        if self._closing:
+            raise Refused("the bot is shutting down: try again when it is back")
+
+    def _outcome(self, request_id: str, user: str, step: Callable[[], object]):
+        """``step()``'s result; a refusal or an error instead becomes the request's outcome
+        record and a masked reply."""
+        try:
+            result = step()
         except Refused as refusal:
             self.audit.record("refused", request_id, user=audit.clip(str(user)), reason=str(refusal))
-            return Reply(request_id, False, f"refused: {refusal}")
+            result = Reply(request_id, False, f"refused: {refusal}")
         except Exception as error:  # pylint: disable=broad-exception-caught
             # Whatever broke (a lock folder gone, a full disk), the request gets an outcome.
             message = f"{type(error).__name__}: {error}"
@@ -157,7 +215,10 @@ class ChatOps:
                 self.audit.record("error", request_id, user=audit.clip(str(user)), error=message)
             except OSError:
                 pass  # the audit log itself is what failed; the reply still says so
-            return Reply(request_id, False, f"error: the request could not be carried out ({message})")
+            result = Reply(request_id, False, f"error: the request could not be carried out ({message})")
+        if isinstance(result, Reply):
+            return Reply(result.request_id, result.accepted, self.masker.text(result.text), result.summary)
+        return result
 
     def _authorise(self, user: str, command: Command) -> tuple[str, ...]:
         policy = self.config.policy
