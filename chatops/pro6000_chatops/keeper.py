@@ -7,6 +7,7 @@ to standard output as JSON lines for as long as someone reads them; SIGTERM canc
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -44,6 +45,8 @@ class _Lines:
 
 
 def main() -> int:
+    # Standard error is the bot's: its log gets what the run withholds from chat.
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     orders = json.loads(sys.stdin.buffer.read())
     cancel = threading.Event()
     for stop_signal in (signal.SIGTERM, signal.SIGINT):

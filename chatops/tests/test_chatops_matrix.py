@@ -30,6 +30,8 @@ PLAYBOOKS = TESTS / "matrix_playbooks"
 # What a compromised or careless host could print: markup, a link, Markdown, mentions.
 HOSTILE = ("<img src=x onerror=alert(1)><a href='https://evil.example/'>click</a> **now** "
            "[here](https://evil.example/) @room carol @carol:localhost")
+# What pro6000-03's failing task says: withheld from chat (issue #20 rows 2 and 8).
+FAILURE_MESSAGE = "the server's journal: --api-key sk-unknown-to-the-bot"
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +51,7 @@ def chat(homeserver, tmp_path_factory, double_url):
     inventory = {"pro6000": {"hosts": {
         "pro6000-01": served,
         "pro6000-02": {**served, "chatops_test_gate": str(gate)},
-        "pro6000-03": {**served, "chatops_test_hostile_message": HOSTILE},
+        "pro6000-03": {**served, "chatops_test_hostile_message": FAILURE_MESSAGE},
     }}}
     (folder / "hosts.yml").write_text(yaml.safe_dump(inventory), encoding="utf-8")
     config = write_config(
@@ -224,7 +226,10 @@ def test_hostile_text_is_refused_or_relayed_inert_and_the_bots_own_and_edited_me
     refusal, failure, ignored, ignored_replies = run(conversation())
     assert refusal["body"].startswith("refused: character U+003B at position 18 is not allowed")
     assert ignored_replies == [[], [], []]
-    assert HOSTILE in failure["body"]
+    # The failing task's name (the matrix stand-in deploy names it with HOSTILE) is relayed,
+    # inert; its message is not.
+    assert f"failure: pro6000-03: Report what the host printed {HOSTILE}: failed; its message is withheld" in failure["body"]
+    assert "sk-unknown-to-the-bot" not in failure["body"] + json.dumps(audit(chat["folder"]))
     assert "&lt;img src=x onerror=alert(1)&gt;&lt;a href=&#x27;https://evil.example/&#x27;&gt;" in failure["formatted_body"]
     assert "<img" not in failure["formatted_body"] and "<a " not in failure["formatted_body"]
     assert failure["m.mentions"] == {} and failure["msgtype"] == "m.notice"
