@@ -59,8 +59,8 @@ def secret_pattern(value: str) -> str:
         return re.escape(value)
     plain = _SPACING.join(_character(character) for character in value)
     # Base64 is case-sensitive: an upper-cased encoding is not the secret's encoding.
-    encoded = "|".join(f"(?-i:{re.escape(form)})" for form in sorted(_base64_forms(value.encode()), key=len,
-                                                                       reverse=True))
+    forms = sorted(_base64_forms(value.encode()), key=len, reverse=True)
+    encoded = "|".join(f"(?-i:{re.escape(form)})" for form in forms)
     return f"{plain}|{encoded}|{re.escape(value.encode().hex())}"
 
 

@@ -2,7 +2,8 @@
 
 Synapse runs on loopback (matrix_support.py); the bot is the real command, a process of its
 own; the operator (@alice, group inference-ops), the on-call user (@carol, status and bench
-only), a stranger with no grant (@mallory) and the bot are users of it; alice and carol talk to the bot from Matrix clients (nio).
+only), a stranger with no grant (@mallory) and the bot are users of it; they talk to the bot
+from Matrix clients (nio).
 Behind the bot, real ansible-runner runs stand-in playbooks (matrix_playbooks/) on
 local-connection hosts, whose smoke gate is the collection's own, against the SGLang double
 (test_chatops_matrix_lab.py deploys the lab host itself with the real playbooks).
@@ -228,7 +229,8 @@ def test_hostile_text_is_refused_or_relayed_inert_and_the_bots_own_and_edited_me
     assert ignored_replies == [[], [], []]
     # The failing task's name (the matrix stand-in deploy names it with HOSTILE) is relayed,
     # inert; its message is not.
-    assert f"failure: pro6000-03: Report what the host printed {HOSTILE}: failed; its message is withheld" in failure["body"]
+    failed = f"failure: pro6000-03: Report what the host printed {HOSTILE}: failed; its message is withheld"
+    assert failed in failure["body"]
     assert "sk-unknown-to-the-bot" not in failure["body"] + json.dumps(audit(chat["folder"]))
     assert "&lt;img src=x onerror=alert(1)&gt;&lt;a href=&#x27;https://evil.example/&#x27;&gt;" in failure["formatted_body"]
     assert "<img" not in failure["formatted_body"] and "<a " not in failure["formatted_body"]
