@@ -15,6 +15,7 @@ import asyncio
 import datetime
 import json
 import re
+import signal
 import time
 import urllib.request
 
@@ -175,6 +176,31 @@ def test_a_flood_of_unauthorised_requests_takes_nothing_from_an_authorised_one(c
     delay = datetime.datetime.fromisoformat(started["time"]).timestamp() - sent / 1000
     print(f"the authorised run started {delay:.2f} s after its message")
     assert delay < 2, f"the authorised run started {delay:.2f} s after its message"
+
+
+def test_a_flood_larger_than_one_sync_hides_no_request(chat, bot):
+    """More messages than the bot's sync holds (its filter's timeline limit, 50) arrive at once:
+    the bot reads the rest back from the room's history, so every one of them is answered."""
+    async def conversation():
+        alice, mallory = await signed_in(chat["matrix"], "alice", "mallory")
+        # Stopped, the bot syncs nothing while the flood comes: the next sync holds all of it.
+        bot.process.send_signal(signal.SIGSTOP)
+        try:
+            deploy = await alice.say(chat["room"], f"{BOT}: deploy pro6000-01")
+            flood = await asyncio.gather(*(mallory.say(chat["room"], f"{BOT}: status") for _ in range(70)))
+        finally:
+            bot.process.send_signal(signal.SIGCONT)
+        summary = await alice.wait_for_reply(deploy, "deploy pro6000-01: ", timeout=180)
+        for event in flood:
+            await mallory.wait_for_reply(event, "refused: ", timeout=120)
+        await mallory.sync(1000)
+        for person in (alice, mallory):
+            await person.close()
+        return summary, [len(mallory.replies_to(event)) for event in flood]
+
+    summary, replies = run(conversation())
+    assert summary["body"].startswith("deploy pro6000-01: successful in ")
+    assert replies == [1] * 70
 
 
 def test_cancel_is_answered_while_the_run_worker_is_busy_and_stops_the_run(chat, bot):
