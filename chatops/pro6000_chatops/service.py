@@ -26,7 +26,7 @@ from .config import Config, load_config
 from .inventory import InventoryCache, InventoryError
 from .locks import HeldLock, HostBusy, HostLocks
 from .masking import Masker
-from .runs import (PROGRESS_DRAIN_S, Executor, Keeper, PlaybookRun, conduct,
+from .runs import (PROGRESS_DRAIN_S, Executor, Keeper, PlaybookRun, RunGroup, conduct,
                    is_alive, process_identity, remove_run_dirs, stop_leftover_processes)
 from .summary import Progress, ProgressRelay, RunSummary
 
@@ -59,6 +59,8 @@ class RunInfo:
     keeper: Mapping[str, int] | None
     # Its bot process is gone: nobody relays its progress; it still finishes and is audited.
     orphaned: bool
+    # The run's own cgroup (runs.RunGroup), when its keeper could make one.
+    cgroup: str | None = None
 
     @classmethod
     def from_holder(cls, holder: Mapping[str, object], orphaned: bool,
@@ -68,7 +70,8 @@ class RunInfo:
             hosts = tuple(str(host) for host in holder.get("hosts") or ())
         return cls(str(holder.get("run")), str(holder.get("user", "?")), str(holder.get("action", "?")),
                    str(holder.get("command", holder.get("action", "?"))), hosts,
-                   str(holder.get("since", "?")), holder.get("keeper"), orphaned)
+                   str(holder.get("since", "?")), holder.get("keeper"), orphaned,
+                   holder.get("cgroup") if isinstance(holder.get("cgroup"), str) else None)
 
     def describe(self) -> str:
         text = f"run {self.run_id}: {self.command} by {self.user} since {self.since}"
@@ -338,6 +341,9 @@ class ChatOps:
         if relay is not None:
             relay.close(PROGRESS_DRAIN_S)
         if summary is None:
+            # The lock files hold what the keeper added (its cgroup).
+            holder = next((state.holder for state in self.locks.states()
+                           if state.holder.get("run") == run.run_id), holder)
             return self._close_lost(RunInfo.from_holder(holder, False), "lost",
                                     f"its keeper process ended with status {status} before the run finished")
         return summary
@@ -345,7 +351,7 @@ class ChatOps:
     def _close_lost(self, run: RunInfo, status: str, reason: str) -> RunSummary:
         """Close a run whose keeper is gone: kill what is left of it, audit its outcome, clear
         its lock files and remove its run directory."""
-        stop_leftover_processes(run.run_id)
+        stop_leftover_processes(run.run_id, RunGroup.named(run.cgroup))
         summary = RunSummary(run.run_id, run.command, status, None, 0.0, failure=f"the run was {status}: {reason}")
         self.audit.record("finished", run.run_id, user=run.user, hosts_held=list(run.hosts), **summary.as_dict())
         for host in run.hosts:
@@ -413,7 +419,7 @@ class ChatOps:
         deadline = time.monotonic() + (KEEPER_STOP_TIMEOUT_S if is_alive(run.keeper) else 0)
         while any(self.locks.is_held(host) for host in run.hosts) and time.monotonic() < deadline:
             time.sleep(0.1)
-        stop_leftover_processes(run.run_id)
+        stop_leftover_processes(run.run_id, RunGroup.named(run.cgroup))
         # A keeper that finished clears the lock files; one that did not, leaves the run to close.
         if any(state.holder.get("run") == run.run_id for state in self.locks.states()):
             self._close_lost(run, "canceled", "its keeper did not finish it; every process of it was killed")
