@@ -93,14 +93,15 @@ def test_cancel_stops_the_processes_that_lost_the_marker(escaping):
     assert ops.runs() == []
 
 
-def test_after_a_keeper_is_killed_the_next_deploy_starts_once_its_processes_are_gone(escaping):
-    config_path, out, gate, tag = escaping
+def killed_mid_deploy(config_path, out, host: str, tag: str):
+    """The command line (as a bot) deploys ``host``; once the run has left both processes, a
+    second bot (returned, with nothing to recover yet) reads the run; then the first bot and
+    the run's keeper are killed with SIGKILL. Returns the second bot and the run."""
     bot = subprocess.Popen([sys.executable, "-m", "pro6000_chatops", "--config", str(config_path),
-                            "--user", "alice", "--", "deploy pro6000-02"],
+                            "--user", "alice", "--", f"deploy {host}"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        escaped = both_escaped(out, "pro6000-02", tag)
-        # A second bot, started while the run holds the host: it has nothing to recover yet.
+        escaped = both_escaped(out, host, tag)
         ops = ChatOps(load_config(config_path))
         (run,) = ops.runs()
         assert ops.recovered == [] and RunGroup.named(run.cgroup) is not None
@@ -109,9 +110,15 @@ def test_after_a_keeper_is_killed_the_next_deploy_starts_once_its_processes_are_
         os.kill(run.keeper["pid"], signal.SIGKILL)
     finally:
         bot.wait(60)
-    wait_for(lambda: not ops.locks.is_held("pro6000-02"), "the host lock to be free")
+    wait_for(lambda: not ops.locks.is_held(host), "the host lock to be free")
     # The keeper is gone, its processes are not: nothing else ends them.
     assert sorted(tagged(tag)) == sorted(escaped)
+    return ops, run
+
+
+def test_after_a_keeper_is_killed_the_next_deploy_starts_once_its_processes_are_gone(escaping):
+    config_path, out, gate, tag = escaping
+    ops, run = killed_mid_deploy(config_path, out, "pro6000-02", tag)
     (out / "pro6000-02-alive.txt").unlink()
     gate.touch()
 
@@ -130,18 +137,10 @@ def test_after_a_keeper_is_killed_the_next_deploy_starts_once_its_processes_are_
 
 def test_a_bot_that_starts_after_a_keeper_was_killed_stops_what_it_left(escaping):
     config_path, out, _, tag = escaping
-    bot = subprocess.Popen([sys.executable, "-m", "pro6000_chatops", "--config", str(config_path),
-                            "--user", "alice", "--", "deploy pro6000-01"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        both_escaped(out, "pro6000-01", tag)
-        (run,) = ChatOps(load_config(config_path)).runs()
-        bot.kill()
-        os.kill(run.keeper["pid"], signal.SIGKILL)
-    finally:
-        bot.wait(60)
+    run = killed_mid_deploy(config_path, out, "pro6000-01", tag)[1]
 
     ops = ChatOps(load_config(config_path))  # the bot, started again
 
     assert [lost.run_id for lost in ops.recovered] == [run.run_id]
     assert tagged(tag) == [] and run_processes(run.run_id) == []
+    assert not os.path.exists(RunGroup.named(run.cgroup).path)
