@@ -7,11 +7,11 @@
 """
 from .commands import ACTIONS, Command, Refused, parse
 from .config import Config, ConfigError, Policy, load_config
-from .service import ChatOps, Reply, RunInfo
+from .service import ChatOps, Reply, Request, RunInfo
 from .summary import BenchFigures, HostSummary, ProbeFigures, Progress, RunSummary
 
 __all__ = [
     "ACTIONS", "BenchFigures", "ChatOps", "Command", "Config", "ConfigError", "HostSummary",
-    "Policy", "ProbeFigures", "Progress", "Refused", "Reply", "RunInfo", "RunSummary", "load_config",
+    "Policy", "ProbeFigures", "Progress", "Refused", "Reply", "Request", "RunInfo", "RunSummary", "load_config",
     "parse",
 ]

@@ -20,6 +20,11 @@ from pathlib import Path
 from .files import open_private
 from .masking import Masker
 
+# Each request has one ``request`` record and then exactly one of these, its outcome (a run's
+# ``started`` comes before its ``finished``). A ``cancel`` record whose request is a run's own
+# id is a stop by the bot's shutdown or the command line's Ctrl-C; the run's ``finished`` is
+# its outcome.
+OUTCOME_EVENTS = frozenset({"refused", "error", "cancel", "finished"})
 # Raw chat text is kept up to this many characters; the record also says how long it was.
 TEXT_LIMIT = 512
 _TAIL_CHUNK = 65536

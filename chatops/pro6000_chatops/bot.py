@@ -1,10 +1,15 @@
 """The long-running bot: ``pro6000-chatops serve --config chatops.yml``.
 
-One asyncio loop talks to the chat system; each request's ``ChatOps.handle`` runs in a thread
-of its own. At most ``bot.run_workers`` requests that run a playbook are in progress at once;
-the rest (``cancel``, text that does not parse) is never counted against them, so a cancel is
-answered while every run worker is busy. Progress goes from the run's thread to the loop
-without waiting, and is posted in batches at most every ``bot.progress_interval_seconds``.
+One asyncio loop talks to the chat system; each request's ``ChatOps`` calls run in a thread
+of its own. A request spends nothing before it is authorised: first the sender's limits
+(``bot.user_requests_in_flight``, ``bot.user_requests_per_minute``, counted in memory), then
+``ChatOps.admit`` (grammar, grants, inventory), and only then does a request that runs a
+playbook take one of the ``bot.run_workers`` and get its ``received:`` reply. So a flood of
+requests from one user, authorised or not, never takes a worker or a turn from another user;
+every request gets one outcome record in the audit log and, when refused, one reply. ``cancel``
+and text that does not parse never take a run worker, so a cancel is answered while every run
+worker is busy. Progress goes from the run's thread to the loop without waiting, and is posted
+in batches at most every ``bot.progress_interval_seconds``.
 """
 from __future__ import annotations
 
@@ -15,7 +20,9 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Mapping
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,17 +32,29 @@ from .chat.base import ChatAdapter, ChatCommand
 from .chat.matrix import ChatError, MatrixAdapter, MatrixSettings
 from .commands import Refused, parse
 from .config import Config, ConfigError, load_config
-from .service import ChatOps
+from .service import ChatOps, Reply
 from .summary import Progress
 
 logger = logging.getLogger(__name__)
 
-_KEYS = {"run_workers", "progress_interval_seconds", "on_stop"}
+_KEYS = {"run_workers", "progress_interval_seconds", "on_stop", "user_requests_in_flight",
+         "user_requests_per_minute"}
 # What SIGTERM does to the runs in progress: cancel them, or leave them to their keeper
 # processes, which finish them (a bot started later reports them).
 ON_STOP = ("cancel", "hand_over")
 # Lines of progress in one chat message; the rest is counted, not shown.
 PROGRESS_LINES = 40
+# The window of bot.user_requests_per_minute (seconds).
+RATE_WINDOW_S = 60.0
+# Past this many senders, those with nothing in the window are forgotten (bounded memory).
+USERS_TRACKED = 1024
+
+
+def _whole_number(raw: Mapping[str, object], key: str, default: int, high: int) -> int:
+    value = raw.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= high:
+        raise ConfigError(f"bot.{key} must be a whole number from 1 to {high}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -43,6 +62,11 @@ class BotSettings:
     run_workers: int = 4
     progress_interval_seconds: float = 5.0
     on_stop: str = "cancel"
+    # One user's requests in progress at once (runs included; cancel never counts) ...
+    user_requests_in_flight: int = 4
+    # ... and in the last minute (every request): a flood from one account costs one reply
+    # and one audit record per request, never a worker or another user's turn.
+    user_requests_per_minute: int = 20
 
     @classmethod
     def from_mapping(cls, raw: object) -> BotSettings:
@@ -51,16 +75,59 @@ class BotSettings:
         unknown = set(raw) - _KEYS
         if unknown:
             raise ConfigError(f"bot has unknown keys: {', '.join(sorted(unknown))}")
-        workers = raw.get("run_workers", cls.run_workers)
-        if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= 64:
-            raise ConfigError("bot.run_workers must be a whole number from 1 to 64")
+        workers = _whole_number(raw, "run_workers", cls.run_workers, 64)
+        in_flight = _whole_number(raw, "user_requests_in_flight", cls.user_requests_in_flight, 64)
+        per_minute = _whole_number(raw, "user_requests_per_minute", cls.user_requests_per_minute, 600)
         interval = raw.get("progress_interval_seconds", cls.progress_interval_seconds)
         if not isinstance(interval, (int, float)) or isinstance(interval, bool) or not 0.1 <= interval <= 600:
             raise ConfigError("bot.progress_interval_seconds must be a number from 0.1 to 600")
         on_stop = raw.get("on_stop", cls.on_stop)
         if on_stop not in ON_STOP:
             raise ConfigError(f"bot.on_stop must be one of {', '.join(ON_STOP)}")
-        return cls(workers, float(interval), on_stop)
+        return cls(workers, float(interval), on_stop, in_flight, per_minute)
+
+
+class UserLimits:
+    """Per-user admission: requests in progress, and requests in the last minute."""
+
+    def __init__(self, in_flight: int, per_minute: int, clock: Callable[[], float] = time.monotonic):
+        self._in_flight_limit = in_flight
+        self._per_minute_limit = per_minute
+        self._clock = clock
+        self._in_flight: dict[str, int] = {}
+        self._recent: dict[str, deque[float]] = {}
+
+    def take(self, user: str, in_flight: bool) -> str | None:
+        """Count a request of ``user`` (in flight too, when ``in_flight``); or, over a limit,
+        count nothing and return the reason."""
+        now = self._clock()
+        if len(self._recent) > USERS_TRACKED:
+            self._forget_idle(now)
+        recent = self._recent.setdefault(user, deque())
+        while recent and recent[0] <= now - RATE_WINDOW_S:
+            recent.popleft()
+        if len(recent) >= self._per_minute_limit:
+            wait = recent[0] + RATE_WINDOW_S - now
+            return (f"you sent {len(recent)} requests in the last minute, the most this bot takes "
+                    f"from one user: try again in {max(1, round(wait))} s")
+        if in_flight and self._in_flight.get(user, 0) >= self._in_flight_limit:
+            return (f"you have {self._in_flight[user]} requests in progress, the most this bot "
+                    "takes from one user at once: try again when one has finished")
+        recent.append(now)
+        if in_flight:
+            self._in_flight[user] = self._in_flight.get(user, 0) + 1
+        return None
+
+    def release(self, user: str) -> None:
+        """A request counted in flight has ended."""
+        self._in_flight[user] -= 1
+        if not self._in_flight[user]:
+            del self._in_flight[user]
+
+    def _forget_idle(self, now: float) -> None:
+        horizon = now - RATE_WINDOW_S
+        for user in [user for user, recent in self._recent.items() if not recent or recent[-1] <= horizon]:
+            del self._recent[user]
 
 
 def read_sections(path: str | os.PathLike[str]) -> tuple[Mapping[str, object], Path]:
@@ -116,6 +183,7 @@ class Bot:
         self.settings = settings
         self.loop: asyncio.AbstractEventLoop | None = None
         self._running = 0
+        self.limits = UserLimits(settings.user_requests_in_flight, settings.user_requests_per_minute)
         self._requests: dict[asyncio.Task, ChatCommand] = {}
 
     async def serve(self, stop: asyncio.Event) -> None:
@@ -179,25 +247,48 @@ class Bot:
         try:
             action = parse(command.text).action
         except Refused:
-            action = None  # handle() refuses it again, with the reason, and audits it
-        runs_playbook = action is not None and action.playbook is not None
-        if runs_playbook and self._running >= self.settings.run_workers:
-            await self.adapter.reply(command, f"refused: {self._running} runs are in progress, "
-                                              "the most this bot runs at once: try again when one has finished")
+            action = None  # admit() refuses it again, with the reason, and audits it
+        in_flight = action is None or action.name != "cancel"
+        limited = self.limits.take(command.sender, in_flight)
+        if limited is not None:
+            reply = await self._in_thread(self.ops.decline, command.sender, command.text, limited)
+            await self.adapter.reply(command, reply.text)
             return
-        relay = None
         try:
-            if runs_playbook:
-                self._running += 1
-                await self.adapter.reply(command, f"received: {command.text}")
-                relay = ProgressRelay(self, command)
-            reply = await self._in_thread(self.ops.handle, command.sender, command.text,
-                                          relay.push if relay else None)
+            await self._admitted(command)
         finally:
-            if runs_playbook:
-                self._running -= 1
-            if relay is not None:
-                await relay.close()
+            if in_flight:
+                self.limits.release(command.sender)
+
+    async def _admitted(self, command: ChatCommand) -> None:
+        request = await self._in_thread(self.ops.admit, command.sender, command.text)
+        if isinstance(request, Reply):
+            await self.adapter.reply(command, request.text)
+            return
+        if not request.runs_playbook:
+            reply = await self._in_thread(self.ops.carry_out, request, None)
+            await self.adapter.reply(command, reply.text)
+            return
+        if self._running >= self.settings.run_workers:
+            reply = await self._in_thread(self.ops.refuse, request, (
+                f"{self._running} runs are in progress, the most this bot runs at once: "
+                "try again when one has finished"))
+            await self.adapter.reply(command, reply.text)
+            return
+        self._running += 1
+        relay = ProgressRelay(self, command)
+        try:
+            # The run starts now; its acknowledgement is posted meanwhile.
+            outcome = self._in_thread(self.ops.carry_out, request, relay.push)
+            try:
+                await self.adapter.reply(command, f"received: {command.text}")
+            except Exception:  # pylint: disable=broad-exception-caught
+                # A lost acknowledgement must not lose the run's summary.
+                logger.exception("request %s: the acknowledgement could not be posted", command.event_id)
+            reply = await outcome
+        finally:
+            self._running -= 1
+            await relay.close()
         await self.adapter.reply(command, reply.text)
 
     def _in_thread(self, function, *args) -> asyncio.Future:

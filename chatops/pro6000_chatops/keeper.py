@@ -6,7 +6,9 @@ to standard output as JSON lines for as long as someone reads them; SIGTERM canc
 """
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import os
 import signal
 import sys
@@ -17,7 +19,7 @@ from pathlib import Path
 from .audit import AuditLog
 from .locks import HeldLock, HostLocks
 from .masking import Masker
-from .runs import PROGRESS_DRAIN_S, PlaybookRun, conduct, process_identity, run_playbook
+from .runs import PROGRESS_DRAIN_S, PlaybookRun, RunGroup, conduct, process_identity, run_playbook
 from .summary import Progress, ProgressRelay
 
 
@@ -44,6 +46,8 @@ class _Lines:
 
 
 def main() -> int:
+    # Standard error is the bot's: its log gets what the run withholds from chat.
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     orders = json.loads(sys.stdin.buffer.read())
     cancel = threading.Event()
     for stop_signal in (signal.SIGTERM, signal.SIGINT):
@@ -51,9 +55,12 @@ def main() -> int:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
     run = PlaybookRun.from_dict(orders["run"])
+    # Before anything of the run starts: every process it starts is born in the group.
+    group = RunGroup.enter(run.run_id)
     locks = HostLocks(Path(orders["lock_dir"]))
     held = {host: HeldLock(host, descriptor) for host, descriptor in orders["locks"].items()}
-    locks.update_holder(held.values(), {**orders["holder"], "keeper": process_identity(os.getpid())})
+    locks.update_holder(held.values(), {**orders["holder"], "keeper": process_identity(os.getpid()),
+                                        "cgroup": group.path if group is not None else None})
     audit = AuditLog(Path(orders["audit_log"]), Masker(run.secrets.values()))
     lines = _Lines(sys.stdout.buffer)
     relay = ProgressRelay(lines.progress)
@@ -64,8 +71,8 @@ def main() -> int:
             locks.release(lock)
 
     try:
-        summary = conduct(run, orders["command"], orders["user"], run_playbook, audit, relay,
-                          cancel, host_done, orders.get("host_done_after"))
+        summary = conduct(run, orders["command"], orders["user"], functools.partial(run_playbook, group=group),
+                          audit, relay, cancel, host_done, orders.get("host_done_after"))
     finally:
         for lock in held.values():
             locks.release(lock)

@@ -126,6 +126,104 @@ def is_alive(identity: Mapping[str, object] | None) -> bool:
     return process_identity(identity["pid"]) == dict(identity)
 
 
+class RunGroup:
+    """A run's own cgroup (v2): every process of the run, whatever it does to its environment,
+    its session or its user (``env -i``, ``setsid``, ``sudo`` with ``env_reset``), is born in it
+    and stays in it, so killing the group (``cgroup.kill``) stops the whole run at once, and a
+    bot that finds the run after its keeper died still finds every process.
+
+    The keeper creates it as a child of the cgroup it was started in (the bot's: with systemd,
+    the unit's, delegated to the bot by ``Delegate=yes``) and moves itself into it before it
+    starts anything; its path goes into the lock files. Where no cgroup can be created (no
+    cgroup v2, a read-only or not delegated hierarchy), the run goes on without one and its
+    processes are found by their marker alone (see ``run_processes``). A process of the run
+    that writes to the cgroup files on purpose can leave; nothing else can.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+
+    @staticmethod
+    def _hierarchy() -> tuple[str, str]:
+        """The cgroup v2 mount point and this process's cgroup in it."""
+        with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+            mount = next((line.split()[4] for line in handle if " - cgroup2 " in line), None)
+        with open("/proc/self/cgroup", encoding="utf-8") as handle:
+            own = next((line.strip()[3:] for line in handle if line.startswith("0::")), None)
+        if mount is None or own is None:
+            raise OSError("no cgroup v2 hierarchy")
+        return mount, own
+
+    @classmethod
+    def enter(cls, run_id: str) -> RunGroup | None:
+        """Create the run's cgroup and move this process into it; None where that cannot be."""
+        created = None
+        try:
+            mount, own = cls._hierarchy()
+            created = os.path.join(mount + own.rstrip("/"), f"{RUN_DIR_PREFIX}{run_id}")
+            os.mkdir(created, 0o755)
+            with open(os.path.join(created, "cgroup.procs"), "w", encoding="ascii") as handle:
+                handle.write(str(os.getpid()))
+        except OSError as error:
+            if created is not None:
+                with contextlib.suppress(OSError):
+                    os.rmdir(created)
+            logger.warning("run %s: no cgroup of its own (%s); its processes are found by their "
+                           "environment only", run_id, error)
+            return None
+        return cls(created)
+
+    @classmethod
+    def named(cls, path: object) -> RunGroup | None:
+        """The group a lock file names, when it is one (a run's cgroup under the hierarchy)."""
+        if not isinstance(path, str) or not os.path.basename(path).startswith(RUN_DIR_PREFIX):
+            return None
+        try:
+            mount = cls._hierarchy()[0]
+        except OSError:
+            return None
+        path = os.path.normpath(path)
+        return cls(path) if path.startswith(mount.rstrip("/") + "/") else None
+
+    def leave(self) -> None:
+        """Move this process back to the parent cgroup (so that killing the group spares it)."""
+        with open(os.path.join(os.path.dirname(self.path), "cgroup.procs"), "w", encoding="ascii") as handle:
+            handle.write(str(os.getpid()))
+
+    def kill(self) -> bool:
+        """Kill every process in the group and remove it; True when it is gone (or never was)."""
+        if not os.path.isdir(self.path):
+            return True
+        try:
+            with open(os.path.join(self.path, "cgroup.kill"), "w", encoding="ascii") as handle:
+                handle.write("1")
+        except FileNotFoundError:  # a kernel older than 5.14: kill them one by one
+            self._kill_each()
+        deadline = time.monotonic() + LEFTOVER_KILL_TIMEOUT_S
+        while True:
+            try:
+                os.rmdir(self.path)  # refused (EBUSY) while a process is still in it
+                return True
+            except FileNotFoundError:
+                return True
+            except OSError:
+                if time.monotonic() >= deadline:
+                    logger.error("the cgroup %s still holds processes after %d s", self.path,
+                                 LEFTOVER_KILL_TIMEOUT_S)
+                    return False
+                self._kill_each()
+                time.sleep(0.02)
+
+    def _kill_each(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            with open(os.path.join(self.path, "cgroup.procs"), encoding="ascii") as handle:
+                pids = [int(line) for line in handle if line.strip()]
+            for pid in pids:
+                if pid != os.getpid():
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+
+
 def _processes_of_run(marker: bytes) -> list[int]:
     found = []
     for entry in os.scandir("/proc"):
@@ -145,15 +243,19 @@ def run_processes(run_id: str) -> list[int]:
     return _processes_of_run(f"{RUN_MARKER}={run_id}".encode())
 
 
-def stop_leftover_processes(run_id: str) -> int:
-    """Kill the processes of a run that outlived ansible-playbook; returns how many.
+def stop_leftover_processes(run_id: str, group: RunGroup | None = None) -> int:
+    """Kill the processes of a run that outlived ansible-playbook: its whole cgroup, when it
+    has one, then whatever carries its marker; returns how many were found by the marker.
 
     ansible-core's task workers start sessions of their own, so the process-group kill that
     ansible-runner sends on cancel or timeout misses a worker in the middle of a task, and that
-    worker would go on until its task ends. They carry the run's marker in their environment.
-    A killed process lingers until the kernel gets to it, and a worker may fork between the scan
-    and the kill, so the scan repeats until it finds none (a dead one's environment reads empty).
+    worker would go on until its task ends. They stay in the run's cgroup, and (unless a task
+    drops its environment) carry the run's marker. A killed process lingers until the kernel
+    gets to it, and a worker may fork between the scan and the kill, so the scan repeats until
+    it finds none (a dead one's environment reads empty).
     """
+    if group is not None:
+        group.kill()
     killed: set[int] = set()
     deadline = time.monotonic() + LEFTOVER_KILL_TIMEOUT_S
     while (found := [pid for pid in run_processes(run_id) if pid != os.getpid()]) \
@@ -207,9 +309,10 @@ def runner_config(run: PlaybookRun, private_data_dir: Path) -> RunnerConfig:
 
 
 def run_playbook(run: PlaybookRun, on_event: Callable[[Mapping[str, object]], None],
-                 cancel: threading.Event) -> tuple[str, int | None]:
+                 cancel: threading.Event, group: RunGroup | None = None) -> tuple[str, int | None]:
     """Run the playbook in this process; returns ansible-runner's (status, rc). Blocks until
-    the run ends."""
+    the run ends, and until every process of it is gone: ``group`` is the run's cgroup, which
+    this process (the keeper) is in and leaves to kill it."""
     run.runs_dir.mkdir(parents=True, exist_ok=True)
     private_data_dir = Path(tempfile.mkdtemp(prefix=f"{RUN_DIR_PREFIX}{run.run_id}-", dir=run.runs_dir))
     try:
@@ -229,7 +332,9 @@ def run_playbook(run: PlaybookRun, on_event: Callable[[Mapping[str, object]], No
         status, rc = runner.run()
         return str(status), rc
     finally:
-        stop_leftover_processes(run.run_id)
+        if group is not None:
+            group.leave()
+        stop_leftover_processes(run.run_id, group)
         shutil.rmtree(private_data_dir, ignore_errors=True)
 
 

@@ -26,7 +26,7 @@ from .config import Config, load_config
 from .inventory import InventoryCache, InventoryError
 from .locks import HeldLock, HostBusy, HostLocks
 from .masking import Masker
-from .runs import (PROGRESS_DRAIN_S, Executor, Keeper, PlaybookRun, conduct,
+from .runs import (PROGRESS_DRAIN_S, Executor, Keeper, PlaybookRun, RunGroup, conduct,
                    is_alive, process_identity, remove_run_dirs, stop_leftover_processes)
 from .summary import Progress, ProgressRelay, RunSummary
 
@@ -59,6 +59,8 @@ class RunInfo:
     keeper: Mapping[str, int] | None
     # Its bot process is gone: nobody relays its progress; it still finishes and is audited.
     orphaned: bool
+    # The run's own cgroup (runs.RunGroup), when its keeper could make one.
+    cgroup: str | None = None
 
     @classmethod
     def from_holder(cls, holder: Mapping[str, object], orphaned: bool,
@@ -68,13 +70,29 @@ class RunInfo:
             hosts = tuple(str(host) for host in holder.get("hosts") or ())
         return cls(str(holder.get("run")), str(holder.get("user", "?")), str(holder.get("action", "?")),
                    str(holder.get("command", holder.get("action", "?"))), hosts,
-                   str(holder.get("since", "?")), holder.get("keeper"), orphaned)
+                   str(holder.get("since", "?")), holder.get("keeper"), orphaned,
+                   holder.get("cgroup") if isinstance(holder.get("cgroup"), str) else None)
 
     def describe(self) -> str:
         text = f"run {self.run_id}: {self.command} by {self.user} since {self.since}"
         if self.orphaned:
             text += " (orphaned: the bot that started it is gone; cancel stops it)"
         return text
+
+
+@dataclass(frozen=True)
+class Request:
+    """A request that passed the gates that need no host lock (``ChatOps.admit``): its user
+    may run its action on ``hosts`` (none for ``cancel``, authorised when it is carried out)."""
+
+    request_id: str
+    user: str
+    command: Command
+    hosts: tuple[str, ...]
+
+    @property
+    def runs_playbook(self) -> bool:
+        return self.command.action.playbook is not None
 
 
 class ActiveRun:
@@ -130,26 +148,69 @@ class ChatOps:
     def handle(self, user: str, text: str, on_progress: ProgressCallback | None = None) -> Reply:
         """Parse, authorise and run one chat command. Blocks until a run ends: call it from a
         worker thread; ``cancel HOST`` from another thread stops the run."""
-        request_id = uuid.uuid4().hex[:12]
-        reply = self._handle(request_id, user, text, on_progress)
-        return Reply(reply.request_id, reply.accepted, self.masker.text(reply.text), reply.summary)
+        request = self.admit(user, text)
+        return request if isinstance(request, Reply) else self.carry_out(request, on_progress)
 
-    def _handle(self, request_id: str, user: str, text: str, on_progress: ProgressCallback | None) -> Reply:
-        try:
+    def admit(self, user: str, text: str) -> Request | Reply:
+        """The gates that need no host lock: the user, the grammar, the grants, the inventory.
+        Records the request; returns the authorised request, or the refusal (recorded too).
+        Nothing is taken or started: a bot calls it before it spends anything on the request."""
+        request_id = uuid.uuid4().hex[:12]
+
+        def authorise() -> Request:
             self.audit.record("request", request_id, user=audit.clip(str(user)),
                               text=audit.clip(str(text)), length=len(str(text)))
             if not isinstance(user, str) or not 0 < len(user) <= USER_LIMIT or not user.isprintable():
                 raise Refused("the requesting user is not a valid chat identity")
             command = parse(text)
-            if self._closing:
-                raise Refused("the bot is shutting down: try again when it is back")
-            if command.action.name == "cancel":
-                return self._cancel(request_id, user, command)
-            hosts = self._authorise(user, command)
-            return self._run(request_id, user, command, hosts, on_progress)
+            self._refuse_if_closing()
+            hosts = () if command.action.name == "cancel" else self._authorise(user, command)
+            return Request(request_id, user, command, hosts)
+
+        return self._outcome(request_id, user, authorise)
+
+    def decline(self, user: str, text: str, reason: str) -> Reply:
+        """Refuse a request unread (a bot's per-user limits): recorded, with its outcome."""
+        request_id = uuid.uuid4().hex[:12]
+
+        def refuse() -> Reply:
+            self.audit.record("request", request_id, user=audit.clip(str(user)),
+                              text=audit.clip(str(text)), length=len(str(text)))
+            raise Refused(reason)
+
+        return self._outcome(request_id, user, refuse)
+
+    def refuse(self, request: Request, reason: str) -> Reply:
+        """Refuse an admitted request (a bot with every run worker busy): its outcome record."""
+        def refuse() -> Reply:
+            raise Refused(reason)
+
+        return self._outcome(request.request_id, request.user, refuse)
+
+    def carry_out(self, request: Request, on_progress: ProgressCallback | None = None) -> Reply:
+        """The admitted request: a cancel, or a run (host locks, then the playbook). Blocks until
+        a run ends."""
+        def act() -> Reply:
+            self._refuse_if_closing()
+            if request.command.action.name == "cancel":
+                return self._cancel(request.request_id, request.user, request.command)
+            return self._run(request.request_id, request.user, request.command, request.hosts,
+                             on_progress)
+
+        return self._outcome(request.request_id, request.user, act)
+
+    def _refuse_if_closing(self) -> None:
+        if self._closing:
+            raise Refused("the bot is shutting down: try again when it is back")
+
+    def _outcome(self, request_id: str, user: str, step: Callable[[], object]):
+        """``step()``'s result; a refusal or an error instead becomes the request's outcome
+        record and a masked reply."""
+        try:
+            result = step()
         except Refused as refusal:
             self.audit.record("refused", request_id, user=audit.clip(str(user)), reason=str(refusal))
-            return Reply(request_id, False, f"refused: {refusal}")
+            result = Reply(request_id, False, f"refused: {refusal}")
         except Exception as error:  # pylint: disable=broad-exception-caught
             # Whatever broke (a lock folder gone, a full disk), the request gets an outcome.
             message = f"{type(error).__name__}: {error}"
@@ -157,7 +218,10 @@ class ChatOps:
                 self.audit.record("error", request_id, user=audit.clip(str(user)), error=message)
             except OSError:
                 pass  # the audit log itself is what failed; the reply still says so
-            return Reply(request_id, False, f"error: the request could not be carried out ({message})")
+            result = Reply(request_id, False, f"error: the request could not be carried out ({message})")
+        if isinstance(result, Reply):
+            return Reply(result.request_id, result.accepted, self.masker.text(result.text), result.summary)
+        return result
 
     def _authorise(self, user: str, command: Command) -> tuple[str, ...]:
         policy = self.config.policy
@@ -277,6 +341,9 @@ class ChatOps:
         if relay is not None:
             relay.close(PROGRESS_DRAIN_S)
         if summary is None:
+            # The lock files hold what the keeper added (its cgroup).
+            holder = next((state.holder for state in self.locks.states()
+                           if state.holder.get("run") == run.run_id), holder)
             return self._close_lost(RunInfo.from_holder(holder, False), "lost",
                                     f"its keeper process ended with status {status} before the run finished")
         return summary
@@ -284,7 +351,7 @@ class ChatOps:
     def _close_lost(self, run: RunInfo, status: str, reason: str) -> RunSummary:
         """Close a run whose keeper is gone: kill what is left of it, audit its outcome, clear
         its lock files and remove its run directory."""
-        stop_leftover_processes(run.run_id)
+        stop_leftover_processes(run.run_id, RunGroup.named(run.cgroup))
         summary = RunSummary(run.run_id, run.command, status, None, 0.0, failure=f"the run was {status}: {reason}")
         self.audit.record("finished", run.run_id, user=run.user, hosts_held=list(run.hosts), **summary.as_dict())
         for host in run.hosts:
@@ -352,7 +419,7 @@ class ChatOps:
         deadline = time.monotonic() + (KEEPER_STOP_TIMEOUT_S if is_alive(run.keeper) else 0)
         while any(self.locks.is_held(host) for host in run.hosts) and time.monotonic() < deadline:
             time.sleep(0.1)
-        stop_leftover_processes(run.run_id)
+        stop_leftover_processes(run.run_id, RunGroup.named(run.cgroup))
         # A keeper that finished clears the lock files; one that did not, leaves the run to close.
         if any(state.holder.get("run") == run.run_id for state in self.locks.states()):
             self._close_lost(run, "canceled", "its keeper did not finish it; every process of it was killed")

@@ -1,9 +1,19 @@
-"""Turn ansible-runner events into progress messages a bot can relay and a final summary."""
+"""Turn ansible-runner events into progress messages a bot can relay and a final summary.
+
+What reaches chat and the audit log is built here, from the events' structure: play, task and
+host names, result states, counts, and the figures of the collection's own modules, each
+checked against the shape it must have. Raw task output (a failure's ``msg``, ``stderr``, a
+module's return values, ansible-playbook's own output) never does: it can hold any secret a host
+or a server knows (a journal excerpt with an API key, a token in a URL), not only those the bot
+was told about, so it goes to the bot's log alone (masked), and the failure line names the host
+and the task. Names and figures still go through the masker too (names are templates).
+"""
 from __future__ import annotations
 
 import collections
 import dataclasses
 import logging
+import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -22,6 +32,10 @@ _HOST_RESULTS = {
     "runner_on_skipped": "skipped",
 }
 _MESSAGE_LIMIT = 300
+# The failure line when a task failed: its message is in the bot's log, not in chat.
+WITHHELD = "its message is withheld from chat and the audit log; the bot's log has it"
+# What a figure's name or version may look like to be relayed; anything else shows as '?'.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -170,7 +184,7 @@ def bench_figures(host: str, document: Mapping[str, object]) -> BenchFigures:
         output_tps=(widest or {}).get("output_tps"),
         concurrency=(widest or {}).get("concurrency"),
         acceptance_length=acceptance.get("value") if isinstance(acceptance, dict) else None,
-        failed_gates=tuple(str(gate.get("name")) for gate in gates if gate.get("passed") is False),
+        failed_gates=tuple(_name(gate.get("name")) or "?" for gate in gates if gate.get("passed") is False),
     )
 
 
@@ -181,12 +195,23 @@ def probe_figures(host: str, result: Mapping[str, object]) -> ProbeFigures:
     mismatches = [entry for entry in result.get("mismatches") or [] if isinstance(entry, dict)]
     return ProbeFigures(
         host=host,
-        version=server.get("version"),
-        algorithm=speculative.get("algorithm"),
-        draft_tokens=speculative.get("num_draft_tokens"),
-        ddtree_budget=speculative.get("ddtree_budget"),
-        mismatches=tuple(str(entry.get("setting")) for entry in mismatches),
+        version=_name(server.get("version")),
+        algorithm=_name(speculative.get("algorithm")),
+        draft_tokens=_whole(speculative.get("num_draft_tokens")),
+        ddtree_budget=_whole(speculative.get("ddtree_budget")),
+        mismatches=tuple(_name(entry.get("setting")) or "?" for entry in mismatches),
     )
+
+
+def _name(value: object) -> str | None:
+    """A name or version reported by a server or module, only when it looks like one."""
+    if value is None:
+        return None
+    return value if isinstance(value, str) and _NAME.fullmatch(value) else "?"
+
+
+def _whole(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _clip(text: str) -> str:
@@ -195,6 +220,7 @@ def _clip(text: str) -> str:
 
 
 def _failure_message(result: Mapping[str, object]) -> str:
+    """The raw message of a failed result: for the bot's log only."""
     for key in ("msg", "stderr", "reason"):
         value = result.get(key)
         if isinstance(value, str) and value.strip():
@@ -235,7 +261,8 @@ class EventRecorder:
         if not isinstance(data, dict):
             return
         if isinstance(event.get("stdout"), str) and event["stdout"].strip():
-            # Kept for failures that happen before any task (syntax errors, bad inventory).
+            # Kept for the log of failures that happen before any task (syntax errors, bad
+            # inventory).
             lines = self.masker.text(event["stdout"]).strip().splitlines()
             self.last_output = (self.last_output + lines)[-5:]
         if kind == "playbook_on_play_start":
@@ -270,9 +297,9 @@ class EventRecorder:
                 status = "failed (ignored)"
                 text = f"{host}: {status}: {task}"
             else:
-                message = self.masker.text(_failure_message(result))
-                self.failures.append(f"{host}: {task}: {message}")
-                text += f": {message}"
+                logger.warning("%s: %s: %s: %s", host, task, status,
+                               self.masker.text(_failure_message(result)))
+                self.failures.append(f"{host}: {task}: {status}; {WITHHELD}")
                 ends_host = True
         counts = self.counted.setdefault(host, {})
         counter = _RECAP_COUNTER[status]
@@ -318,7 +345,11 @@ class EventRecorder:
             return self.failures[0]
         if run_status in ("canceled", "timeout"):
             return f"the run was {'canceled' if run_status == 'canceled' else 'stopped: it ran too long'}"
-        return _clip(" ".join(self.last_output)) or "ansible-playbook failed without a message"
+        if self.last_output:
+            logger.warning("ansible-playbook ended %s before any task failed: %s", run_status,
+                           _clip(" ".join(self.last_output)))
+            return f"ansible-playbook ended {run_status} before any task failed; its output is in the bot's log"
+        return "ansible-playbook failed without a message"
 
 
 class ProgressRelay:

@@ -119,7 +119,10 @@ class Person:
         return response.access_token
 
     async def sync(self, timeout_ms: int = 500) -> None:
-        response = await self.client.sync(timeout=timeout_ms, since=self._since)
+        # Synapse sends at most 10 events of a room per sync unless asked for more: a busy
+        # room would lose messages between two syncs.
+        response = await self.client.sync(timeout=timeout_ms, since=self._since,
+                                          sync_filter={"room": {"timeline": {"limit": 200}}})
         assert isinstance(response, SyncResponse), response
         self._since = response.next_batch
         for room_id, room in response.rooms.join.items():

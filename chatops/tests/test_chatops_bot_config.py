@@ -6,7 +6,7 @@ import sys
 import pytest
 import yaml
 
-from pro6000_chatops.bot import BotSettings
+from pro6000_chatops.bot import RATE_WINDOW_S, BotSettings, UserLimits
 from pro6000_chatops.chat.matrix import MatrixSettings, read_access_token
 from pro6000_chatops.config import ConfigError
 
@@ -42,10 +42,35 @@ def test_a_missing_matrix_key_is_named(tmp_path):
     ({"progress_interval_seconds": "5"}, "bot.progress_interval_seconds must be a number"),
     ({"on_stop": "kill"}, "bot.on_stop must be one of cancel, hand_over"),
     ({"workers": 2}, "bot has unknown keys: workers"),
+    ({"user_requests_in_flight": 0}, "bot.user_requests_in_flight must be a whole number from 1 to 64"),
+    ({"user_requests_per_minute": 601}, "bot.user_requests_per_minute must be a whole number from 1 to 600"),
+    ({"user_requests_per_minute": 2.5}, "bot.user_requests_per_minute"),
 ])
 def test_a_bad_bot_section_is_named(raw, message):
     with pytest.raises(ConfigError, match=message):
         BotSettings.from_mapping(raw)
+
+
+def test_the_per_user_limits_have_defaults_and_are_read():
+    assert (BotSettings().user_requests_in_flight, BotSettings().user_requests_per_minute) == (4, 20)
+    settings = BotSettings.from_mapping({"user_requests_in_flight": 2, "user_requests_per_minute": 5})
+    assert (settings.user_requests_in_flight, settings.user_requests_per_minute) == (2, 5)
+
+
+def test_user_limits_count_each_user_apart_and_free_what_ended():
+    now = [1000.0]
+    limits = UserLimits(in_flight=2, per_minute=3, clock=lambda: now[0])
+    assert limits.take("mallory", True) is None and limits.take("mallory", True) is None
+    assert limits.take("mallory", True).startswith("you have 2 requests in progress")
+    # Another user is not counted against her; a cancel never waits for her runs.
+    assert limits.take("alice", True) is None
+    assert limits.take("mallory", False) is None
+    assert limits.take("mallory", False).startswith("you sent 3 requests in the last minute")
+    limits.release("mallory")
+    assert limits.take("mallory", True).startswith("you sent 3 requests")
+    now[0] += RATE_WINDOW_S
+    assert limits.take("mallory", True) is None
+    assert limits.take("mallory", True).startswith("you have 2 requests in progress")
 
 
 def test_a_token_file_others_can_read_is_refused(tmp_path):

@@ -98,7 +98,7 @@ def test_deploy_runs_the_playbook_with_validated_vars_and_secrets_kept_out_of_th
     assert SECRET not in ops.config.audit_log.read_text()
 
 
-def test_a_failed_run_reports_each_host_and_the_failure_message(ops_factory):
+def test_a_failed_run_reports_each_host_and_the_failed_task(ops_factory):
     ops = ops_factory()[0]
     progress = []
 
@@ -110,8 +110,8 @@ def test_a_failed_run_reports_each_host_and_the_failure_message(ops_factory):
     summary = reply.summary
     assert reply.accepted and summary.status == "failed" and summary.rc == 2
     assert [(host.host, host.status, host.failed) for host in summary.hosts] == [("pro6000-02", "failed", 1)]
-    assert summary.failure == ("pro6000-02: Report that no setting could be measured: "
-                               "no speculative setting could be measured on pro6000-02")
+    assert summary.failure == ("pro6000-02: Report that no setting could be measured: failed; "
+                               "its message is withheld from chat and the audit log; the bot's log has it")
     assert reply.text.splitlines()[-1] == "failure: " + summary.failure
     assert progress[-1].status == "failed" and progress[-1].host == "pro6000-02"
     assert list(ops.config.runs_dir.iterdir()) == []

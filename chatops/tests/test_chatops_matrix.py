@@ -2,7 +2,8 @@
 
 Synapse runs on loopback (matrix_support.py); the bot is the real command, a process of its
 own; the operator (@alice, group inference-ops), the on-call user (@carol, status and bench
-only) and the bot are users of it; alice and carol talk to the bot from Matrix clients (nio).
+only), a stranger with no grant (@mallory) and the bot are users of it; they talk to the bot
+from Matrix clients (nio).
 Behind the bot, real ansible-runner runs stand-in playbooks (matrix_playbooks/) on
 local-connection hosts, whose smoke gate is the collection's own, against the SGLang double
 (test_chatops_matrix_lab.py deploys the lab host itself with the real playbooks).
@@ -10,13 +11,18 @@ The bot has one run worker, so every test also shows that cancel never waits for
 """
 from __future__ import annotations
 
+import asyncio
+import datetime
 import json
 import re
+import signal
 import time
 import urllib.request
 
 import pytest
 import yaml
+
+from pro6000_chatops.audit import OUTCOME_EVENTS
 
 from chatops_support import ALL_ACTIONS, LOCAL_HOST_VARS, TESTS, processes_with, write_config
 from matrix_support import (BOT, BotProcess, Person, assert_is_the_bots_escaped_reply, audit, open_room,
@@ -26,13 +32,15 @@ PLAYBOOKS = TESTS / "matrix_playbooks"
 # What a compromised or careless host could print: markup, a link, Markdown, mentions.
 HOSTILE = ("<img src=x onerror=alert(1)><a href='https://evil.example/'>click</a> **now** "
            "[here](https://evil.example/) @room carol @carol:localhost")
+# What pro6000-03's failing task says: withheld from chat (issue #20 rows 2 and 8).
+FAILURE_MESSAGE = "the server's journal: --api-key sk-unknown-to-the-bot"
 
 
 @pytest.fixture(scope="module")
 def chat(homeserver, tmp_path_factory, double_url):
     """The users, the room, the bot's configuration (the bot itself is started by each test)."""
     folder = tmp_path_factory.mktemp("bot")
-    room = open_room(homeserver, folder, ["alice", "carol"])
+    room = open_room(homeserver, folder, ["alice", "carol", "mallory"])
     alice, carol = room.users["alice"], room.users["carol"]
     out = folder / "out"
     out.mkdir()
@@ -45,7 +53,7 @@ def chat(homeserver, tmp_path_factory, double_url):
     inventory = {"pro6000": {"hosts": {
         "pro6000-01": served,
         "pro6000-02": {**served, "chatops_test_gate": str(gate)},
-        "pro6000-03": {**served, "chatops_test_hostile_message": HOSTILE},
+        "pro6000-03": {**served, "chatops_test_hostile_message": FAILURE_MESSAGE},
     }}}
     (folder / "hosts.yml").write_text(yaml.safe_dump(inventory), encoding="utf-8")
     config = write_config(
@@ -56,6 +64,7 @@ def chat(homeserver, tmp_path_factory, double_url):
                 {"groups": ["on-call"], "actions": ["status", "bench"], "hosts": ["*"]}])
     serve_in(config, room, run_workers=1, progress_interval_seconds=0.5)
     return {"homeserver": homeserver, "matrix": room, "alice": alice, "carol": carol,
+            "mallory": room.users["mallory"],
             "bot": room.users["bot"], "room": room.room_id, "config": config, "folder": folder,
             "out": out, "gate": gate}
 
@@ -125,6 +134,75 @@ def test_an_on_call_user_may_not_deploy_and_may_see_status(chat, bot):
             if record["event"] == "started" and record["user"] == chat["carol"]] == ["status"]
 
 
+def test_a_flood_of_unauthorised_requests_takes_nothing_from_an_authorised_one(chat, bot):
+    """Issue #20 row 3: 30 concurrent deploys from a user with no grant, then an operator's."""
+    async def conversation():
+        alice, carol, mallory = await signed_in(chat["matrix"], "alice", "carol", "mallory")
+        # The bot reads the inventory once a minute (ansible-inventory, seconds on 2 cores): a
+        # refused bench of an unknown host reads it now, so that the figure below measures the
+        # flood, not that read.
+        warm = await carol.say(chat["room"], f"{BOT}: bench pro6000-99")
+        await carol.wait_for_reply(warm, "refused: unknown host")
+        flood = await asyncio.gather(*(mallory.say(chat["room"], f"{BOT}: deploy pro6000-01")
+                                       for _ in range(30)))
+        deploy = await alice.say(chat["room"], f"{BOT}: deploy pro6000-01")
+        summary = await alice.wait_for_reply(deploy, "deploy pro6000-01: ", timeout=120)
+        for event in flood:
+            await mallory.wait_for_reply(event, "refused: ")
+        await mallory.sync(1000)
+        sent = next(event for event in alice.events if event["event_id"] == deploy)["origin_server_ts"]
+        for person in (alice, carol, mallory):
+            await person.close()
+        return [mallory.replies_to(event) for event in flood], alice.replies_to(deploy), summary, sent
+
+    flood_replies, thread, summary, sent = run(conversation())
+    # One reply each, a refusal: no worker taken, nothing acknowledged.
+    assert [len(replies) for replies in flood_replies] == [1] * 30
+    reasons = {replies[0]["body"] for replies in flood_replies}
+    assert "refused: you may not run deploy" in reasons
+    assert all(reason == "refused: you may not run deploy" or reason.startswith("refused: you ")
+               and ("requests in the last minute" in reason or "requests in progress" in reason)
+               for reason in reasons), reasons
+    assert thread[0]["body"] == "received: deploy pro6000-01"
+    assert summary["body"].startswith("deploy pro6000-01: successful in ")
+    records = audit(chat["folder"])
+    mallory_requests = {record["request"] for record in records
+                        if record["event"] == "request" and record["user"] == chat["mallory"]}
+    (started,) = [record for record in records if record["event"] == "started"
+                  and datetime.datetime.fromisoformat(record["time"]).timestamp() * 1000 >= sent]
+    outcomes = [record["request"] for record in records if record["event"] in OUTCOME_EVENTS
+                and record["request"] in mallory_requests | {started["request"]}]
+    assert len(mallory_requests) == 30 and sorted(outcomes) == sorted(mallory_requests | {started["request"]})
+    delay = datetime.datetime.fromisoformat(started["time"]).timestamp() - sent / 1000
+    print(f"the authorised run started {delay:.2f} s after its message")
+    assert delay < 2, f"the authorised run started {delay:.2f} s after its message"
+
+
+def test_a_flood_larger_than_one_sync_hides_no_request(chat, bot):
+    """More messages than the bot's sync holds (its filter's timeline limit, 50) arrive at once:
+    the bot reads the rest back from the room's history, so every one of them is answered."""
+    async def conversation():
+        alice, mallory = await signed_in(chat["matrix"], "alice", "mallory")
+        # Stopped, the bot syncs nothing while the flood comes: the next sync holds all of it.
+        bot.process.send_signal(signal.SIGSTOP)
+        try:
+            deploy = await alice.say(chat["room"], f"{BOT}: deploy pro6000-01")
+            flood = await asyncio.gather(*(mallory.say(chat["room"], f"{BOT}: status") for _ in range(70)))
+        finally:
+            bot.process.send_signal(signal.SIGCONT)
+        summary = await alice.wait_for_reply(deploy, "deploy pro6000-01: ", timeout=180)
+        for event in flood:
+            await mallory.wait_for_reply(event, "refused: ", timeout=120)
+        await mallory.sync(1000)
+        for person in (alice, mallory):
+            await person.close()
+        return summary, [len(mallory.replies_to(event)) for event in flood]
+
+    summary, replies = run(conversation())
+    assert summary["body"].startswith("deploy pro6000-01: successful in ")
+    assert replies == [1] * 70
+
+
 def test_cancel_is_answered_while_the_run_worker_is_busy_and_stops_the_run(chat, bot):
     async def conversation():
         alice, carol = await signed_in(chat["matrix"], "alice", "carol")
@@ -175,7 +253,11 @@ def test_hostile_text_is_refused_or_relayed_inert_and_the_bots_own_and_edited_me
     refusal, failure, ignored, ignored_replies = run(conversation())
     assert refusal["body"].startswith("refused: character U+003B at position 18 is not allowed")
     assert ignored_replies == [[], [], []]
-    assert HOSTILE in failure["body"]
+    # The failing task's name (the matrix stand-in deploy names it with HOSTILE) is relayed,
+    # inert; its message is not.
+    failed = f"failure: pro6000-03: Report what the host printed {HOSTILE}: failed; its message is withheld"
+    assert failed in failure["body"]
+    assert "sk-unknown-to-the-bot" not in failure["body"] + json.dumps(audit(chat["folder"]))
     assert "&lt;img src=x onerror=alert(1)&gt;&lt;a href=&#x27;https://evil.example/&#x27;&gt;" in failure["formatted_body"]
     assert "<img" not in failure["formatted_body"] and "<a " not in failure["formatted_body"]
     assert failure["m.mentions"] == {} and failure["msgtype"] == "m.notice"

@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from pro6000_chatops import ChatOps, load_config
+from pro6000_chatops.audit import OUTCOME_EVENTS
 from pro6000_chatops.locks import HostLocks
 
 from chatops_support import RunnerSpy, audit_records, write_config
@@ -179,3 +180,22 @@ print(json.dumps({{"pro6000": {{"hosts": ["pro6000-01"]}}, "_meta": {{"hostvars"
     environment = json.loads(seen.read_text())
     assert "CHAT_BOT_TOKEN" not in environment
     assert environment["SITE"] == "lab" and environment["PATH"] == os.environ["PATH"]
+
+
+def test_admit_authorises_without_locking_and_each_request_gets_one_outcome(spied_ops, runner_spy):
+    """What the bot calls before it spends a worker or a reply on a request (issue #20 row 3)."""
+    stranger = spied_ops.admit("mallory", "deploy pro6000-01")
+    admitted = spied_ops.admit("alice", "deploy pro6000-01 ddtree")
+    # Authorised, recorded, nothing taken: the host is still free for another request.
+    assert not stranger.accepted and stranger.text == "refused: you may not run deploy"
+    assert (admitted.user, admitted.hosts, admitted.runs_playbook) == ("alice", ("pro6000-01",), True)
+    assert spied_ops.runs() == [] and runner_spy.calls == []
+    busy = spied_ops.refuse(admitted, "1 runs are in progress")
+    limited = spied_ops.decline("mallory", "deploy pro6000-01", "you sent 20 requests in the last minute")
+    ran = spied_ops.carry_out(spied_ops.admit("alice", "bench pro6000-02"))
+    assert busy.text == "refused: 1 runs are in progress" and busy.request_id == admitted.request_id
+    assert limited.text.startswith("refused: you sent 20") and ran.summary.status == "successful"
+    records = audit_records(spied_ops)
+    requests = [record["request"] for record in records if record["event"] == "request"]
+    outcomes = [record["request"] for record in records if record["event"] in OUTCOME_EVENTS]
+    assert len(requests) == 4 and sorted(outcomes) == sorted(requests)

@@ -3,7 +3,7 @@
 The module results follow the RETURN documentation of pro6000.inference.sglang_bench and
 sglang_probe; test_chatops_e2e_lab.py reads them from the real modules on the lab host.
 """
-from pro6000_chatops.summary import EventRecorder, HostSummary, ProgressRelay
+from pro6000_chatops.summary import WITHHELD, EventRecorder, HostSummary, ProgressRelay, probe_figures
 
 
 def _event(kind, **data):
@@ -59,7 +59,7 @@ def test_events_become_progress_counts_figures_and_the_failure():
         "task: Check the server",
         "h1: ok: Check the server",
         "task: Run the smoke benchmark",
-        "h1: failed: Run the smoke benchmark: sglang_bench failed 1 gate(s): acceptance_length 6.7 < 9.0",
+        "h1: failed: Run the smoke benchmark",
         "h2: failed (ignored): Optional step",
     ]
     figures = recorder.bench["h1"]
@@ -72,15 +72,24 @@ def test_events_become_progress_counts_figures_and_the_failure():
     hosts = recorder.host_summaries(("h1", "h2", "h3"), "failed")
     assert [(h.host, h.status, h.changed) for h in hosts] == [
         ("h1", "failed", 2), ("h2", "ok", 0), ("h3", "not run", 0)]
-    assert recorder.failure("failed") == ("h1: Run the smoke benchmark: sglang_bench failed 1 gate(s): "
-                                          "acceptance_length 6.7 < 9.0")
+    # The module's message stays out of chat; its gates are in the figures.
+    assert recorder.failure("failed") == f"h1: Run the smoke benchmark: failed; {WITHHELD}"
 
 
-def test_a_failure_before_any_task_reports_ansible_output():
+def test_a_failure_before_any_task_sends_ansible_output_to_the_log_only(caplog):
     recorder = EventRecorder()
     recorder({"event": "verbose", "event_data": {}, "stdout": "ERROR! the playbook: x.yml could not be found"})
-    assert recorder.failure("failed") == "ERROR! the playbook: x.yml could not be found"
+    assert recorder.failure("failed") == ("ansible-playbook ended failed before any task failed; "
+                                          "its output is in the bot's log")
+    assert "ERROR! the playbook: x.yml could not be found" in caplog.text
     assert recorder.failure("successful") is None
+
+
+def test_figures_from_a_server_are_relayed_only_when_they_look_like_figures():
+    hostile = {**PROBE_RESULT, "server": {**PROBE_RESULT["server"], "version": "0.5.23 <b>see http://x</b>",
+                                          "speculative": {"algorithm": ["DDTREE"], "num_draft_tokens": "16"}}}
+    probe = probe_figures("h1", hostile)
+    assert (probe.version, probe.algorithm, probe.draft_tokens) == ("?", "?", None)
 
 
 def test_a_progress_callback_that_raises_does_not_stop_the_run():

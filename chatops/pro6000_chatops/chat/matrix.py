@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from nio import (AsyncClient, AsyncClientConfig, ProfileGetDisplayNameResponse, JoinError, RoomMessageText,
-                 RoomSendError, SyncError, WhoamiError)
+from nio import (AsyncClient, AsyncClientConfig, ProfileGetDisplayNameResponse, JoinError, RoomMessagesError,
+                 RoomMessageText, RoomSendError, SyncError, WhoamiError)
 
 from ..config import ConfigError
 from .base import ChatAdapter, ChatCommand, CommandHandler
@@ -43,6 +43,9 @@ SYNC_TIMEOUT_MS = 30_000
 _FATAL_CODES = frozenset({"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_FORBIDDEN", "M_USER_LOCKED"})
 _RETRY_S = 5
 _SEEN_LIMIT = 1000
+# A sync holds at most the filter's timeline limit of a room's new events; when more came (a
+# flood), the rest is read back from the room's history, at most this many pages of 100.
+_BACKFILL_PAGES = 10
 _USER_ID = re.compile(r"@[a-z0-9._=/+-]+:[A-Za-z0-9.:\[\]-]+")
 _KEYS = {"homeserver", "user_id", "access_token_file", "rooms", "state_dir"}
 # Only messages, in the timeline; no presence or account data the bot has no use for.
@@ -214,7 +217,8 @@ class MatrixAdapter(ChatAdapter):
             for room_id, room in response.rooms.join.items():
                 if room_id not in self._rooms:
                     continue
-                for event in room.timeline.events:
+                events = room.timeline.events if backlog else await self._new_events(room_id, room.timeline, since)
+                for event in events:
                     command = self._command(room_id, event)
                     if command is None:
                         continue
@@ -228,6 +232,29 @@ class MatrixAdapter(ChatAdapter):
             if backlog:
                 backlog = False
                 logger.info("matrix: listening")
+
+    async def _new_events(self, room_id: str, timeline: object, since: str | None) -> list:
+        """The room's events since the last sync, oldest first. A limited timeline (more came
+        than a sync holds) is completed from the room's history back to that sync: otherwise a
+        flood would hide the requests that came before its last events."""
+        events = list(timeline.events)
+        if not timeline.limited or since is None:
+            return events
+        older, start = [], timeline.prev_batch
+        for _ in range(_BACKFILL_PAGES):
+            response = await self._client.room_messages(room_id, start=start, end=since, limit=100,
+                                                        message_filter={"types": ["m.room.message"]})
+            if isinstance(response, RoomMessagesError):
+                logger.error("matrix: could not read back the history of %s: %s", room_id, response)
+                break
+            older.extend(response.chunk)
+            if not response.chunk or not response.end or response.end == start:
+                break
+            start = response.end
+        else:
+            logger.warning("matrix: more than %d messages came in %s between two syncs; "
+                           "the oldest were not read", _BACKFILL_PAGES * 100, room_id)
+        return older[::-1] + events
 
     def _command(self, room_id: str, event: object) -> ChatCommand | None:
         if not isinstance(event, RoomMessageText) or event.sender == self.settings.user_id:

@@ -64,6 +64,32 @@ def test_runs_outlive_the_bot_and_only_the_bot_is_signalled(host):
                           "User": "pro6000-chatops", "Restart": "on-failure"}
 
 
+# What a run's keeper does first (pro6000_chatops.runs.RunGroup), then undoes.
+RUN_GROUP_PROBE = ("from pro6000_chatops.runs import RunGroup\n"
+                   "group = RunGroup.enter('molecule-probe')\n"
+                   "assert group is not None, 'no cgroup for the run'\n"
+                   "group.leave()\n"
+                   "assert group.kill()\n"
+                   "print(group.path)\n")
+
+
+def test_each_run_can_get_a_cgroup_of_its_own_below_the_units(host):
+    """Issue #20 row 4: the unit delegates its cgroup to the bot (Delegate=yes), and the
+    hierarchy is writable in the unit's mount namespace (no ProtectControlGroups=). The probe
+    runs as a keeper does: in the unit's cgroup, as the bot's user, with the bot's code."""
+    assert show(host, "Delegate", "ProtectControlGroups") == {"Delegate": "yes", "ProtectControlGroups": "no"}
+    pid = show(host, "MainPID")["MainPID"]
+    unit_group = host.check_output("sed -n 's/^0:://p' /proc/%s/cgroup", pid)
+    mount, options = host.check_output("awk '$9 == \"cgroup2\" {print $5, $6; exit}' /proc/%s/mountinfo",
+                                       pid).split()
+    assert options.split(",")[0] == "rw"
+    probe = host.run(
+        "echo $$ > %s/cgroup.procs && exec setpriv --reuid pro6000-chatops --regid pro6000-chatops "
+        "--clear-groups -- /opt/pro6000-chatops/bin/python -c %s", mount + unit_group, RUN_GROUP_PROBE)
+    assert probe.rc == 0, probe.stderr
+    assert probe.stdout.strip() == f"{mount}{unit_group}/pro6000-chatops-molecule-probe"
+
+
 def test_the_unit_is_sandboxed(host):
     out = host.check_output("systemd-analyze security --no-pager %s", UNIT)
     exposure = float(re.search(r"Overall exposure level for \S+: ([0-9.]+)", out).group(1))
