@@ -537,12 +537,12 @@ def _mamba(wanted, build, served):
         elif strategy is None:
             radix_cache = False
             argv = build.flag(DISABLE_RADIX_CACHE, "turning the radix cache off")
+            reason = ("its mamba validator asserts against it before pull request 34763" if lazy_offered
+                      else "no such choice")
             why = ("radix cache off: SGLang %s %s extra_buffer_lazy with speculative decoding (%s), and "
                    "extra_buffer (the server's auto) with the radix cache corrupts outputs under speculative "
                    "decoding (SGLang issue 36537); a build with pull request 34763 (0.5.18 or later) keeps "
-                   "the radix cache" % (build.version, "refuses" if lazy_offered else "has no",
-                                       "its mamba validator asserts against it before pull request 34763"
-                                       if lazy_offered else "no such choice"))
+                   "the radix cache" % (build.version, "refuses" if lazy_offered else "has no", reason))
         elif strategy in CORRUPTING_STRATEGIES and not wanted.get("allow_mamba_extra_buffer"):
             raise AnsibleFilterError(
                 "sglang_speculative_plan: sglang_service_mamba_strategy (mamba_strategy) %s with the radix cache "

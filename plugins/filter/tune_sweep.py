@@ -67,7 +67,6 @@ def tune_sweep(configs, sglang):
     return swept
 
 
-
 class FilterModule:
     def filters(self):
         return {"tune_sweep": tune_sweep}
