@@ -137,6 +137,23 @@ options:
       - Floor for the acceptance length when speculating. Unset still requires that the
         server reports one. Must not be negative.
     type: float
+  max_ttft_p99_s:
+    description:
+      - Latency objective, gated at concurrency O(concurrency), on the 99th percentile of the time
+        to first token, in seconds. Unset, no gate (the level reports the figure). Must be positive.
+    type: float
+  max_tpot_p99_s:
+    description:
+      - Latency objective, gated at concurrency O(concurrency), on the 99th percentile of the time
+        per output token after the first, in seconds. Unset, no gate (the level reports the
+        figure). Must be positive.
+    type: float
+  records_path:
+    description:
+      - File on the target to write one JSON line per measured request to (level, concurrency,
+        success or error, TTFT, TPOT, end-to-end latency, token counts, decode speed), replaced
+        atomically. Not written in check mode.
+    type: path
   flush_cache:
     description:
       - Call C(/flush_cache) after the warm-up so the measurement starts from an empty cache
@@ -187,8 +204,12 @@ result:
     - C(levels) has one entry per concurrency level with C(requests), C(successes), C(failures),
       C(errors), C(wall_s), C(output_tps), C(total_tps), C(achieved_concurrency),
       C(ttft_s), C(decode_tps), C(tokens_per_chunk) (each a distribution with C(count),
-      C(min), C(p50), C(p90), C(p99), C(max), C(mean)), C(decode_method) (C(per_event_counts),
+      C(min), C(p50), C(p90), C(p95), C(p99), C(max), C(mean)), C(decode_method) (C(per_event_counts),
       C(prefill_token) or C(mixed), see the description) and C(length_mismatches).
+    - "What serving engineers read, per level: C(tpot_s) (time per output token after the first,
+      (e2e - ttft) / (n_out - 1) per request, as SGLang's C(bench_serving) defines it), C(e2e_s)
+      (request latency from send to the end of its stream), both distributions as above, and
+      C(request_throughput) (successful requests per second of the level's wall time)."
     - C(acceptance) has C(value), C(method), C(per_request_mean), C(server_avg_spec_accept_length),
       C(completion_tokens), C(prefill_tokens), C(spec_verify_ct) and the request counts.
     - C(gates) has one entry per gate with C(name), C(value), C(floor), C(passed) and C(detail).
@@ -206,6 +227,11 @@ result_file:
   returned: when O(result_path) is given
   type: dict
   sample: {path: /var/lib/pro6000/smoke/bench.json, written: true}
+records_file:
+  description: Where the per-request records were written, whether they were, and how many.
+  returned: when O(records_path) is given
+  type: dict
+  sample: {path: /var/lib/pro6000/smoke/requests.jsonl, written: true, records: 19}
 """
 
 import datetime
@@ -302,7 +328,7 @@ def level_summary(phase, concurrency, results, wall, max_tokens):
     for r in failed:
         if r.error not in errors:
             errors.append(r.error)
-    return {
+    return dict({
         "phase": phase,
         "concurrency": concurrency,
         "requests": len(results),
@@ -319,7 +345,46 @@ def level_summary(phase, concurrency, results, wall, max_tokens):
         "tokens_per_chunk": summarise(r.tokens_per_chunk for r in ok),
         "decode_method": decode_method(ok),
         "length_mismatches": [r.n_out for r in ok if r.n_out != max_tokens],
+    }, **serving_figures(ok, wall))
+
+
+def tpot(result):
+    """Time per output token after the first: (e2e - ttft) / (n_out - 1), as SGLang's
+    bench_serving computes it (python/sglang/bench_serving.py, calculate_metrics)."""
+    if result.ttft is None or not result.n_out or result.n_out < 2:
+        return None
+    return (result.e2e - result.ttft) / (result.n_out - 1)
+
+
+def serving_figures(ok, wall):
+    """The latency distributions and request rate of a level's successful requests."""
+    return {
+        "tpot_s": summarise(tpot(r) for r in ok),
+        "e2e_s": summarise(r.e2e for r in ok),
+        "request_throughput": len(ok) / wall if wall > 0 else None,
     }
+
+
+def request_records(phase, concurrency, results):
+    """One record per request of a level, for O(records_path)."""
+    return [{"phase": phase, "concurrency": concurrency, "ok": r.ok, "error": r.error,
+             "ttft_s": r.ttft, "tpot_s": tpot(r) if r.ok else None, "e2e_s": r.e2e if r.t_end else None,
+             "output_tokens": r.n_out, "prompt_tokens": r.prompt_tokens,
+             "decode_tps": r.decode_tps if r.ok else None} for r in results]
+
+
+def latency_gates(level, params):
+    """The latency objectives that are set, judged on the design-concurrency level; the
+    figures themselves are in the level either way."""
+    found = []
+    for name, key, option in (("ttft_p99_s", "ttft_s", "max_ttft_p99_s"), ("tpot_p99_s", "tpot_s", "max_tpot_p99_s")):
+        ceiling = params[option]
+        if ceiling is not None:
+            value = (level.get(key) or {}).get("p99")
+            found.append(gate(name, value, ceiling, value is not None and value <= ceiling,
+                              "p99 %s in seconds at concurrency %d, at most the objective"
+                              % (key[:-2].upper(), level["concurrency"])))
+    return found
 
 
 def read_generation_tokens(client, deadline):
@@ -394,8 +459,10 @@ def floor_gate(name, value, floor, detail):
     return gate(name, value, floor, value is not None and value >= floor, detail)
 
 
-def run_benchmark(client, params):
-    """Run every phase against ``client`` and return the result document (gates included)."""
+def run_benchmark(client, params, records=None):
+    """Run every phase against ``client`` and return the result document (gates included);
+    ``records`` (a list) receives one record per measured request."""
+    records = [] if records is None else records
     deadline = Deadline(params["timeout"])
     started = time.perf_counter()
     result = {
@@ -405,7 +472,7 @@ def run_benchmark(client, params):
             "concurrency", "requests_per_worker", "single_stream_requests", "warmup_requests",
             "max_tokens", "acceptance_requests", "acceptance_max_tokens", "acceptance_ignore_eos",
             "expect_speculation",
-            "timeout", "request_timeout", "flush_cache")},
+            "timeout", "request_timeout", "flush_cache", "max_ttft_p99_s", "max_tpot_p99_s")},
         "server": {"url": client.base_url},
         "phases": [],
         "levels": [],
@@ -454,10 +521,12 @@ def run_benchmark(client, params):
             results, wall = stream_level(client, model, 1, params["single_stream_requests"], params["max_tokens"],
                                          deadline, params["request_timeout"])
             result["levels"].append(level_summary(phase, 1, results, wall, params["max_tokens"]))
+            records.extend(request_records(phase, 1, results))
         elif phase == "concurrency_n":
             results, wall = stream_level(client, model, params["concurrency"], params["requests_per_worker"],
                                          params["max_tokens"], deadline, params["request_timeout"])
             result["levels"].append(level_summary(phase, params["concurrency"], results, wall, params["max_tokens"]))
+            records.extend(request_records(phase, params["concurrency"], results))
             counter_after = read_generation_tokens(client, deadline) if counter_before is not None else None
             if counter_after is not None:
                 client_tokens = sum(level["output_tokens"] for level in result["levels"])
@@ -508,6 +577,7 @@ def run_benchmark(client, params):
         gates.append(floor_gate("output_tps_c%d" % level["concurrency"], level["output_tps"],
                                 params["min_output_tps"],
                                 "aggregate output tok/s at concurrency %d" % level["concurrency"]))
+        gates.extend(latency_gates(level, params))
     if speculating and "acceptance" in result["phases"]:
         value = result["acceptance"]["value"]
         floor = params["min_acceptance_length"]
@@ -553,6 +623,9 @@ def main():
             min_decode_tps=dict(type="float"),
             min_output_tps=dict(type="float"),
             min_acceptance_length=dict(type="float"),
+            max_ttft_p99_s=dict(type="float"),
+            max_tpot_p99_s=dict(type="float"),
+            records_path=dict(type="path"),
             flush_cache=dict(type="bool", default=True),
             result_path=dict(type="path"),
         ),
@@ -566,6 +639,9 @@ def main():
     for name in ("warmup_requests", "min_decode_tps", "min_output_tps", "min_acceptance_length"):
         if params[name] is not None and params[name] < 0:
             module.fail_json(msg="%s must not be negative, got %r" % (name, params[name]))
+    for name in ("max_ttft_p99_s", "max_tpot_p99_s"):
+        if params[name] is not None and params[name] <= 0:
+            module.fail_json(msg="%s must be positive, got %r" % (name, params[name]))
     problem = check_positive(params, "timeout", "request_timeout")
     if problem:
         module.fail_json(msg=problem)
@@ -574,8 +650,19 @@ def main():
                               validate_certs=params["validate_certs"], ca_path=params["ca_path"])
     except SGLangError as exc:
         module.fail_json(msg=str(exc))
-    result = run_benchmark(client, params)
+    records = []
+    result = run_benchmark(client, params, records)
     extra = {}
+    if params["records_path"]:
+        written = not module.check_mode
+        if written:
+            try:
+                replace_file(params["records_path"],
+                             "".join(json.dumps(record, sort_keys=True) + "\n" for record in records).encode("utf-8"),
+                             0o644, module.atomic_move)
+            except OSError as exc:
+                module.fail_json(msg="cannot write records_path %s: %s" % (params["records_path"], exc), result=result)
+        extra["records_file"] = {"path": params["records_path"], "written": written, "records": len(records)}
     if params["result_path"]:
         written = not module.check_mode
         if written:

@@ -186,3 +186,33 @@ def test_barrier_releases_all_workers_together(server, capsys):
     assert not failed, result["msg"]
     level = result["result"]["levels"][1]
     assert level["achieved_concurrency"] > 2.5
+
+
+def test_each_level_reports_tpot_e2e_and_request_throughput(server, capsys, tmp_path):
+    records = tmp_path / "requests.jsonl"
+    failed, result = run_module(dict(SMALL, url=server.url, records_path=str(records)), capsys)
+    assert not failed, result["msg"]
+    for level in result["result"]["levels"]:
+        for key in ("ttft_s", "tpot_s", "e2e_s"):
+            assert {"p50", "p95", "p99"} <= set(level[key]) and level[key]["count"] == level["successes"]
+        # bench_serving's TPOT: (e2e - ttft) / (n_out - 1), never above the request's own latency
+        assert 0 < level["tpot_s"]["max"] <= level["e2e_s"]["max"] / 24
+        assert level["request_throughput"] == pytest.approx(level["successes"] / level["wall_s"], rel=1e-3)
+    lines = [json.loads(line) for line in records.read_text().splitlines()]
+    assert len(lines) == 2 + 6 and result["records_file"] == {"path": str(records), "written": True, "records": 8}
+    assert {line["phase"] for line in lines} == {"concurrency_1", "concurrency_n"}
+    first = lines[0]
+    assert first["ok"] and first["output_tokens"] == 25
+    assert first["tpot_s"] == pytest.approx((first["e2e_s"] - first["ttft_s"]) / 24)
+
+
+def test_latency_objectives_gate_the_design_concurrency(server, capsys):
+    failed, result = run_module(dict(SMALL, url=server.url, max_ttft_p99_s=1e-9, max_tpot_p99_s=60), capsys)
+    assert failed
+    found = gates(result)
+    assert found["ttft_p99_s"]["passed"] is False and found["ttft_p99_s"]["floor"] == 1e-9
+    assert found["tpot_p99_s"]["passed"] is True
+    assert "ttft_p99_s" in result["msg"] and "tpot_p99_s" not in result["msg"]
+    assert result["result"]["parameters"]["max_ttft_p99_s"] == 1e-9
+    failed, result = run_module(dict(SMALL, url=server.url, max_tpot_p99_s=0), capsys)
+    assert failed and result["msg"] == "max_tpot_p99_s must be positive, got 0.0"
