@@ -43,7 +43,12 @@ description:
     the prefill token included, so it is larger by 1/spec_verify_ct; their mean (what z-lab's
     benchmark reports) is recorded as C(per_request_mean)."
   - Prompts are fixed natural-language prompts shipped with the module, since acceptance
-    depends on content.
+    depends on content, or the site's own from O(prompts_path).
+  - "Prompt mode, recorded as C(prompt_mode) in the result: the throughput phases use the chat
+    API with the model's chat template and thinking explicitly on or off (O(thinking), sent as
+    C(chat_template_kwargs: {enable_thinking: ...}), which Qwen3's templates read; Qwen3.6 thinks
+    by default, which changes what is generated and so the acceptance); the acceptance phase
+    sends the same prompts raw to the native C(/generate), without a chat template."
   - The module never reports a change. A failed gate fails the task with a message naming
     each failed gate, its value and its floor.
 author:
@@ -137,6 +142,18 @@ options:
       - Floor for the acceptance length when speculating. Unset still requires that the
         server reports one. Must not be negative.
     type: float
+  thinking:
+    description:
+      - Ask the chat template to think (true) or not (false) in the throughput phases; always
+        sent explicitly, so the mode never depends on the template's default.
+    type: bool
+    default: false
+  prompts_path:
+    description:
+      - JSON Lines file on the target with the site's own prompts, one object with a C(prompt)
+        string per line (blank lines skipped); used in order and cycled. Unset uses the
+        module's fixed prompts.
+    type: path
   max_ttft_p99_s:
     description:
       - Latency objective, gated at concurrency O(concurrency), on the 99th percentile of the time
@@ -273,8 +290,35 @@ PROMPTS = (
 METRIC_GENERATION_TOKENS = "sglang:generation_tokens_total"
 
 
-def prompt(index):
-    return PROMPTS[index % len(PROMPTS)]
+def prompt(index, prompts=PROMPTS):
+    return prompts[index % len(prompts)]
+
+
+def load_prompts(path):
+    """The prompts of a JSON Lines file (one {"prompt": str} per line), or ValueError naming the line."""
+    found = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as exc:
+                raise ValueError("%s line %d is not JSON: %s" % (path, number, exc))
+            text = record.get("prompt") if isinstance(record, dict) else None
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError("%s line %d has no non-empty \"prompt\" string" % (path, number))
+            found.append(text)
+    if not found:
+        raise ValueError("%s holds no prompt" % path)
+    return tuple(found)
+
+
+def prompt_mode(params, prompts):
+    """What the result records about the prompts used."""
+    return {"api": "chat (/v1/chat/completions), acceptance through native /generate without a template",
+            "thinking": params["thinking"], "chat_template_kwargs": {"enable_thinking": params["thinking"]},
+            "prompt_set": params["prompts_path"] or "builtin", "prompts": len(prompts)}
 
 
 class Deadline:
@@ -290,10 +334,12 @@ class Deadline:
         return self.remaining() <= 0
 
 
-def chat_payload(model, index, max_tokens):
+def chat_payload(model, index, max_tokens, prompts=PROMPTS, thinking=False):
     return {
         "model": model,
-        "messages": [{"role": "user", "content": prompt(index)}],
+        "messages": [{"role": "user", "content": prompt(index, prompts)}],
+        # Explicit either way: Qwen3.6's template thinks unless told not to.
+        "chat_template_kwargs": {"enable_thinking": thinking},
         "max_tokens": max_tokens,
         "temperature": 0,
         "ignore_eos": True,
@@ -309,11 +355,12 @@ def decode_method(results):
     return methods.pop() if len(methods) == 1 else ("mixed" if methods else None)
 
 
-def stream_level(client, model, workers, per_worker, max_tokens, deadline, request_timeout):
+def stream_level(client, model, workers, per_worker, max_tokens, deadline, request_timeout, prompts=PROMPTS,
+                 thinking=False):
     """``workers`` streams released together, each sending ``per_worker`` requests in turn."""
     captures, wall = run_requests(
         client, workers, per_worker,
-        lambda index: ("POST", "/v1/chat/completions", chat_payload(model, index, max_tokens)),
+        lambda index: ("POST", "/v1/chat/completions", chat_payload(model, index, max_tokens, prompts, thinking)),
         timeout=request_timeout, deadline=deadline.at)
     return [parse_stream(capture) for capture in captures], wall
 
@@ -418,14 +465,15 @@ def acceptance_answer(capture):
     return {"completion_tokens": meta.get("completion_tokens"), "spec_verify_ct": meta.get("spec_verify_ct")}
 
 
-def measure_acceptance(client, model, params, deadline):
+def measure_acceptance(client, model, params, deadline, prompts=PROMPTS):
     count = params["acceptance_requests"]
     workers = max(1, min(params["concurrency"], count))
     sampling = {"max_new_tokens": params["acceptance_max_tokens"], "temperature": 0,
                 "ignore_eos": params["acceptance_ignore_eos"]}
     captures, wall = run_requests(
         client, workers, -(-count // workers),
-        lambda index: ("POST", "/generate", {"text": prompt(index), "model": model, "sampling_params": sampling}),
+        lambda index: ("POST", "/generate", {"text": prompt(index, prompts), "model": model,
+                                             "sampling_params": sampling}),
         timeout=params["request_timeout"], deadline=deadline.at, total=count)
     answers = [acceptance_answer(capture) for capture in captures]
     errors = [a["error"] for a in answers if "error" in a]
@@ -459,10 +507,11 @@ def floor_gate(name, value, floor, detail):
     return gate(name, value, floor, value is not None and value >= floor, detail)
 
 
-def run_benchmark(client, params, records=None):
+def run_benchmark(client, params, records=None, prompts=PROMPTS):
     """Run every phase against ``client`` and return the result document (gates included);
     ``records`` (a list) receives one record per measured request."""
     records = [] if records is None else records
+    thinking = params["thinking"]
     deadline = Deadline(params["timeout"])
     started = time.perf_counter()
     result = {
@@ -474,6 +523,7 @@ def run_benchmark(client, params, records=None):
             "expect_speculation",
             "timeout", "request_timeout", "flush_cache", "max_ttft_p99_s", "max_tpot_p99_s")},
         "server": {"url": client.base_url},
+        "prompt_mode": prompt_mode(params, prompts),
         "phases": [],
         "levels": [],
         "acceptance": None,
@@ -509,7 +559,7 @@ def run_benchmark(client, params, records=None):
             break
         if phase == "warmup" and params["warmup_requests"]:
             warm, _wall = stream_level(client, model, 1, params["warmup_requests"], min(32, params["max_tokens"]),
-                                       deadline, params["request_timeout"])
+                                       deadline, params["request_timeout"], prompts, thinking)
             result["warmup"] = {"requests": len(warm), "successes": sum(1 for r in warm if r.ok)}
         elif phase == "flush" and params["flush_cache"]:
             try:
@@ -519,12 +569,12 @@ def run_benchmark(client, params, records=None):
             counter_before = read_generation_tokens(client, deadline)
         elif phase == "concurrency_1":
             results, wall = stream_level(client, model, 1, params["single_stream_requests"], params["max_tokens"],
-                                         deadline, params["request_timeout"])
+                                         deadline, params["request_timeout"], prompts, thinking)
             result["levels"].append(level_summary(phase, 1, results, wall, params["max_tokens"]))
             records.extend(request_records(phase, 1, results))
         elif phase == "concurrency_n":
             results, wall = stream_level(client, model, params["concurrency"], params["requests_per_worker"],
-                                         params["max_tokens"], deadline, params["request_timeout"])
+                                         params["max_tokens"], deadline, params["request_timeout"], prompts, thinking)
             result["levels"].append(level_summary(phase, params["concurrency"], results, wall, params["max_tokens"]))
             records.extend(request_records(phase, params["concurrency"], results))
             counter_after = read_generation_tokens(client, deadline) if counter_before is not None else None
@@ -536,7 +586,7 @@ def run_benchmark(client, params, records=None):
                     "ratio": delta / client_tokens if client_tokens else None,
                 }
         elif phase == "acceptance":
-            result["acceptance"] = measure_acceptance(client, model, params, deadline)
+            result["acceptance"] = measure_acceptance(client, model, params, deadline, prompts)
             try:
                 result["acceptance"]["server_avg_spec_accept_length"] = speculative_settings(
                     fetch_server_info(client, deadline.at)[1])["avg_spec_accept_length"]
@@ -623,6 +673,8 @@ def main():
             min_decode_tps=dict(type="float"),
             min_output_tps=dict(type="float"),
             min_acceptance_length=dict(type="float"),
+            thinking=dict(type="bool", default=False),
+            prompts_path=dict(type="path"),
             max_ttft_p99_s=dict(type="float"),
             max_tpot_p99_s=dict(type="float"),
             records_path=dict(type="path"),
@@ -650,8 +702,14 @@ def main():
                               validate_certs=params["validate_certs"], ca_path=params["ca_path"])
     except SGLangError as exc:
         module.fail_json(msg=str(exc))
+    prompts = PROMPTS
+    if params["prompts_path"]:
+        try:
+            prompts = load_prompts(params["prompts_path"])
+        except (OSError, ValueError) as exc:
+            module.fail_json(msg="prompts_path: %s" % exc)
     records = []
-    result = run_benchmark(client, params, records)
+    result = run_benchmark(client, params, records, prompts)
     extra = {}
     if params["records_path"]:
         written = not module.check_mode

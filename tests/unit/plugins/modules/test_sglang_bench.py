@@ -216,3 +216,39 @@ def test_latency_objectives_gate_the_design_concurrency(server, capsys):
     assert result["result"]["parameters"]["max_ttft_p99_s"] == 1e-9
     failed, result = run_module(dict(SMALL, url=server.url, max_tpot_p99_s=0), capsys)
     assert failed and result["msg"] == "max_tpot_p99_s must be positive, got 0.0"
+
+
+@pytest.mark.parametrize("thinking", [False, True])
+def test_the_prompt_mode_is_explicit_and_recorded(server, capsys, thinking):
+    failed, result = run_module(dict(SMALL, url=server.url, thinking=thinking), capsys)
+    assert not failed, result["msg"]
+    mode = result["result"]["prompt_mode"]
+    assert mode["thinking"] is thinking and mode["prompt_set"] == "builtin" and mode["prompts"] == 8
+    chat = [r["payload"] for r in server.scenario.requests if r["path"] == "/v1/chat/completions"]
+    assert chat and all(p["chat_template_kwargs"] == {"enable_thinking": thinking} for p in chat)
+
+
+def test_a_site_prompt_file_is_used_in_order(server, capsys, tmp_path):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"prompt": "first site prompt"}\n\n{"prompt": "second site prompt", "id": 2}\n')
+    failed, result = run_module(dict(SMALL, url=server.url, prompts_path=str(prompts)), capsys)
+    assert not failed, result["msg"]
+    assert result["result"]["prompt_mode"]["prompt_set"] == str(prompts)
+    assert result["result"]["prompt_mode"]["prompts"] == 2
+    sent = {r["payload"]["messages"][0]["content"] for r in server.scenario.requests
+            if r["path"] == "/v1/chat/completions"}
+    sent |= {r["payload"]["text"] for r in server.scenario.requests if r["path"] == "/generate"}
+    assert sent == {"first site prompt", "second site prompt"}
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not json\n", "line 1 is not JSON"),
+    ('{"text": "x"}\n', 'line 1 has no non-empty "prompt" string'),
+    ("\n", "holds no prompt"),
+])
+def test_a_bad_prompt_file_is_refused_before_any_request(server, capsys, tmp_path, content, message):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(content)
+    failed, result = run_module(dict(SMALL, url=server.url, prompts_path=str(prompts)), capsys)
+    assert failed and message in result["msg"] and result["msg"].startswith("prompts_path: ")
+    assert not server.scenario.requests
