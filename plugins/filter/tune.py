@@ -48,7 +48,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-CONFIG_KEYS = ("name", "algorithm", "draft_length", "ddtree_budget")
+CONFIG_KEYS = ("name", "algorithm", "draft_length", "ddtree_budget", "thinking")
 
 
 def _level(bench, phase):
