@@ -226,7 +226,9 @@ result:
     - "What serving engineers read, per level: C(tpot_s) (time per output token after the first,
       (e2e - ttft) / (n_out - 1) per request, as SGLang's C(bench_serving) defines it), C(e2e_s)
       (request latency from send to the end of its stream), both distributions as above, and
-      C(request_throughput) (successful requests per second of the level's wall time)."
+      C(request_throughput) (successful requests per second of the level's wall time), and
+      C(goodput) when a latency objective is set (requests whose own TTFT and TPOT meet the
+      objectives, per second; null otherwise)."
     - C(acceptance) has C(value), C(method), C(per_request_mean), C(server_avg_spec_accept_length),
       C(completion_tokens), C(prefill_tokens), C(spec_verify_ct) and the request counts.
     - C(gates) has one entry per gate with C(name), C(value), C(floor), C(passed) and C(detail).
@@ -365,7 +367,7 @@ def stream_level(client, model, workers, per_worker, max_tokens, deadline, reque
     return [parse_stream(capture) for capture in captures], wall
 
 
-def level_summary(phase, concurrency, results, wall, max_tokens):
+def level_summary(phase, concurrency, results, wall, max_tokens, objectives=(None, None)):
     """One concurrency level of the result document."""
     ok = [r for r in results if r.ok]
     failed = [r for r in results if not r.ok]
@@ -392,7 +394,7 @@ def level_summary(phase, concurrency, results, wall, max_tokens):
         "tokens_per_chunk": summarise(r.tokens_per_chunk for r in ok),
         "decode_method": decode_method(ok),
         "length_mismatches": [r.n_out for r in ok if r.n_out != max_tokens],
-    }, **serving_figures(ok, wall))
+    }, **serving_figures(ok, wall, objectives))
 
 
 def tpot(result):
@@ -403,12 +405,21 @@ def tpot(result):
     return (result.e2e - result.ttft) / (result.n_out - 1)
 
 
-def serving_figures(ok, wall):
-    """The latency distributions and request rate of a level's successful requests."""
+def serving_figures(ok, wall, objectives=(None, None)):
+    """The latency distributions and request rate of a level's successful requests, and its
+    goodput when an objective is set: requests whose own TTFT and TPOT meet every objective set
+    (O(max_ttft_p99_s), O(max_tpot_p99_s)), per second, as bench_serving's --goodput counts them."""
+    max_ttft, max_tpot = objectives
+    goodput = None
+    if wall > 0 and (max_ttft is not None or max_tpot is not None):
+        good = [r for r in ok if (max_ttft is None or r.ttft <= max_ttft)
+                and (max_tpot is None or (tpot(r) is not None and tpot(r) <= max_tpot))]
+        goodput = len(good) / wall
     return {
         "tpot_s": summarise(tpot(r) for r in ok),
         "e2e_s": summarise(r.e2e for r in ok),
         "request_throughput": len(ok) / wall if wall > 0 else None,
+        "goodput": goodput,
     }
 
 
@@ -512,6 +523,7 @@ def run_benchmark(client, params, records=None, prompts=PROMPTS):
     ``records`` (a list) receives one record per measured request."""
     records = [] if records is None else records
     thinking = params["thinking"]
+    objectives = (params["max_ttft_p99_s"], params["max_tpot_p99_s"])
     deadline = Deadline(params["timeout"])
     started = time.perf_counter()
     result = {
@@ -570,12 +582,13 @@ def run_benchmark(client, params, records=None, prompts=PROMPTS):
         elif phase == "concurrency_1":
             results, wall = stream_level(client, model, 1, params["single_stream_requests"], params["max_tokens"],
                                          deadline, params["request_timeout"], prompts, thinking)
-            result["levels"].append(level_summary(phase, 1, results, wall, params["max_tokens"]))
+            result["levels"].append(level_summary(phase, 1, results, wall, params["max_tokens"], objectives))
             records.extend(request_records(phase, 1, results))
         elif phase == "concurrency_n":
             results, wall = stream_level(client, model, params["concurrency"], params["requests_per_worker"],
                                          params["max_tokens"], deadline, params["request_timeout"], prompts, thinking)
-            result["levels"].append(level_summary(phase, params["concurrency"], results, wall, params["max_tokens"]))
+            result["levels"].append(level_summary(phase, params["concurrency"], results, wall, params["max_tokens"],
+                                                  objectives))
             records.extend(request_records(phase, params["concurrency"], results))
             counter_after = read_generation_tokens(client, deadline) if counter_before is not None else None
             if counter_after is not None:

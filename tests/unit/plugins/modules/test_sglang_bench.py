@@ -214,6 +214,14 @@ def test_latency_objectives_gate_the_design_concurrency(server, capsys):
     assert found["tpot_p99_s"]["passed"] is True
     assert "ttft_p99_s" in result["msg"] and "tpot_p99_s" not in result["msg"]
     assert result["result"]["parameters"]["max_ttft_p99_s"] == 1e-9
+    # Goodput counts the requests that meet every objective: none meets a TTFT of 1 ns.
+    assert all(level["goodput"] == 0 for level in result["result"]["levels"])
+    failed, result = run_module(dict(SMALL, url=server.url, max_tpot_p99_s=60), capsys)
+    assert not failed
+    for level in result["result"]["levels"]:
+        assert level["goodput"] == pytest.approx(level["request_throughput"])
+    failed, result = run_module(dict(SMALL, url=server.url), capsys)
+    assert all(level["goodput"] is None for level in result["result"]["levels"])
     failed, result = run_module(dict(SMALL, url=server.url, max_tpot_p99_s=0), capsys)
     assert failed and result["msg"] == "max_tpot_p99_s must be positive, got 0.0"
 
