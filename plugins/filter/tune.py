@@ -102,10 +102,10 @@ def tune_table(configs, metric="decode_tps_c1"):
     failed = [row for row in rows if row not in served]
     ordered = served + failed
     best_name = served[0]["name"]
-    lines = ["%-16s %12s %14s %10s %8s %10s  %s" % ("config", "decode tok/s", "output tok/s@N", "accept", "speedup",
-                                                   "goodput@N", "")]
+    row_format = "%-16s %12s %14s %10s %8s %10s  %s"
+    lines = [row_format % ("config", "decode tok/s", "output tok/s@N", "accept", "speedup", "goodput@N", "")]
     for row in ordered:
-        lines.append("%-16s %12s %14s %10s %8s %10s  %s" % (
+        lines.append(row_format % (
             row.get("name"), _fmt(row.get("decode_tps_c1")), _fmt(row.get("output_tps_cn")),
             _fmt(row.get("acceptance_length"), "%.2f"), _fmt(row.get("speedup"), "%.2fx"),
             _fmt(row.get("goodput_cn"), "%.2f/s"),
