@@ -29,10 +29,21 @@ description:
   - "Draft length is the DFlash block size: C(--speculative-num-draft-tokens B) (B-1 drafted
     tokens plus one anchor, at most B tokens committed per verify step). It defaults to the
     drafter's trained C(block_size) and may not exceed it."
-  - "The DDTree node budget defaults to B-1 (the default of pull request 29907, and the fixed
-    budget of the fork's C(--speculative-dflash-enable-ddtree)); this filter is the one place
-    that applies that rule. On the fork, which has no budget option, a budget other than B-1
-    is refused."
+  - "The DDTree node budget defaults to the build's own default (C(ddtree_budget.default) of the
+    C(sglang) fact, read from its parser); where the parser has none, to B-1, what pull request
+    29907's worker derives, and the fixed budget of the fork's C(--speculative-dflash-enable-ddtree).
+    A budget outside the build's limits (C(ddtree_budget.minimum) and C(maximum)) is refused. On
+    the fork, which has no budget option, a budget other than B-1 is refused."
+  - "Mamba strategy under speculative decoding (SGLang issue 36537: the radix cache with
+    C(extra_buffer) corrupts outputs of hybrid targets): unset, it renders C(extra_buffer_lazy)
+    where the build accepts it with speculation (C(mamba_lazy_with_speculation) of the fact,
+    SGLang pull request 34763), else C(--disable-radix-cache); C(extra_buffer) or C(auto) with the
+    radix cache are refused unless O(_input.allow_mamba_extra_buffer); C(extra_buffer_lazy) on a
+    build that asserts against it is refused. The plan's C(mamba) says what and why."
+  - "Drafter context: SGLang runs the drafter at the target's context and refuses to start when
+    the drafter's checkpoint declares less, unless C(SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1);
+    the plan's C(environment) carries it when the drafter's declared context is shorter or
+    unknown, and a O(_input.context_length) above the target's declared context is refused."
   - Fails with a message that says what to change when the build cannot serve the config
     (DDTree wanted on a build without it, unless O(_input.allow_ddtree_fallback) is set and the
     build has DFLASH),
@@ -41,7 +52,7 @@ description:
     present, when the DDTree budget or the draft window is out of range.
   - The API key is not part of the command line; the role hands it to the server in a
     config file only root and the service group read (C(--config)).
-positional: sglang, drafter
+positional: sglang, drafter, target
 options:
   _input:
     description: The wanted serving config.
@@ -93,7 +104,9 @@ options:
         description: Block size B (1 to 16); defaults to the drafter's C(block_size).
         type: int
       ddtree_budget:
-        description: DDTree node budget, 1 to 1024; unset or V(0) takes draft length - 1.
+        description:
+          - DDTree node budget within the build's limits (at most 1024); unset or V(0) takes the
+            build's default (draft length - 1 where its parser has none).
         type: int
       draft_window:
         description: Drafter sliding window; at least the draft length. Omitted when unset.
@@ -103,9 +116,16 @@ options:
         type: str
       mamba_strategy:
         description:
-          - Mamba cache strategy for hybrid targets (C(extra_buffer) works on every release;
-            C(auto) needs C(--mamba-radix-cache-strategy)). Omitted when unset.
+          - Mamba cache strategy for hybrid targets (C(auto) needs C(--mamba-radix-cache-strategy)).
+            Unset without speculation, the server's own; unset with speculation, chosen for
+            correctness (see the description).
         type: str
+      allow_mamba_extra_buffer:
+        description:
+          - Serve O(_input.mamba_strategy) C(extra_buffer) or C(auto) with the radix cache under
+            speculative decoding although SGLang issue 36537 shows it corrupting outputs.
+        type: bool
+        default: false
       page_size:
         description: C(--page-size); DDTree needs 1 and renders it.
         type: int
@@ -137,7 +157,14 @@ options:
   drafter:
     description:
       - The drafter entry of the C(model_weights) fact; its C(dflash.block_size) (or
-        C(block_size)) is the trained block size. Unchecked when omitted.
+        C(block_size)) is the trained block size, its C(context_length) the context its
+        checkpoint declares. Unchecked when omitted.
+    type: dict
+  target:
+    description:
+      - The target entry of the C(model_weights) fact; its C(context_length) is the context the
+        target declares (the served one unless O(_input.context_length) is set). Unchecked when
+        omitted.
     type: dict
 author:
   - pro6000.inference developers (@pro6000)
@@ -163,13 +190,19 @@ EXAMPLES = r"""
       port: 30000
       enable_metrics: true
 
-# With ansible_local.sglang.ddtree == "algorithm" the result is:
+# With ansible_local.sglang.ddtree == "algorithm", ddtree_budget.default null and
+# mamba_lazy_with_speculation true (a build with pull request 34763), and a drafter record that
+# declares no context, the result is:
 # {"algorithm": "ddtree", "draft_length": 16, "ddtree_budget": 15, "fallback": false, "note": null,
 #  "argv": ["--model-path", "/srv/models/Qwen3.6-27B", "--host", "127.0.0.1", "--port", "30000",
 #           "--tp-size", "1", "--speculative-algorithm", "DDTREE",
 #           "--speculative-draft-model-path", "/srv/models/Qwen3.6-27B-DFlash",
 #           "--speculative-num-draft-tokens", "16", "--speculative-ddtree-budget", "15",
-#           "--page-size", "1", "--attention-backend", "flashinfer", "--enable-metrics"]}
+#           "--page-size", "1", "--attention-backend", "flashinfer",
+#           "--mamba-radix-cache-strategy", "extra_buffer_lazy", "--enable-metrics"],
+#  "mamba": {"strategy": "extra_buffer_lazy", "radix_cache": true, "why": "extra_buffer_lazy: ..."},
+#  "environment": {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"},
+#  "drafter_context": {"drafter": null, "served": null, "overwrite": true}}
 
 - name: Report a fallback
   ansible.builtin.debug:
@@ -201,6 +234,20 @@ _value:
     note:
       description: Says why a fallback happened; null otherwise.
       type: str
+    mamba:
+      description:
+        - C(strategy) rendered (null leaves the server's), C(radix_cache) (false when turned
+          off) and C(why) (null when nothing was decided for correctness).
+      type: dict
+    environment:
+      description: Variables the server's environment needs (C(SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN)).
+      type: dict
+    drafter_context:
+      description:
+        - C(drafter) (declared, or null when unknown), C(served) (the context served, null when
+          unknown) and C(overwrite) (whether the environment lets SGLang run the drafter at the
+          longer context); null without speculation.
+      type: dict
 """
 
 from ansible.errors import AnsibleFilterError
@@ -228,6 +275,8 @@ class _Build:
         self.choices = fact.get("choices") or {}
         self.algorithms = [a.upper() for a in fact.get("speculative_algorithms") or []]
         self.ddtree = fact.get("ddtree")
+        self.ddtree_budget = fact.get("ddtree_budget") or {}
+        self.mamba_lazy = fact.get("mamba_lazy_with_speculation")
         self.version = fact.get("version", "unknown")
 
     def has(self, option):
@@ -285,12 +334,30 @@ def _check_attention_backend(backend, compute_capability):
             "RTX PRO 6000): use flashinfer, triton or trtllm_mha" % (backend, compute_capability))
 
 
+def ddtree_budgets(sglang, draft_length):
+    """(default, lowest, highest) DDTree node budget the build serves for ``draft_length``; the
+    three are equal on the fork's --speculative-dflash-enable-ddtree, which has no budget option
+    and verifies draft length - 1. Also read by playbooks/tune.yml (filter tune_sweep)."""
+    build = sglang if isinstance(sglang, _Build) else _Build(sglang)
+    rule = max(draft_length - 1, 1) if draft_length is not None else None
+    if not build.has("--speculative-ddtree-budget"):
+        return rule, rule, rule
+    limits = build.ddtree_budget
+    return (limits.get("default") or rule, limits.get("minimum") or 1, limits.get("maximum") or MAX_DDTREE_BUDGET)
+
+
 def _ddtree_budget(wanted, build, block):
-    """The DDTree node budget served and its argv: the one place of the rule draft length - 1."""
-    budget = _integer(wanted, "ddtree_budget", 0, MAX_DDTREE_BUDGET) or None  # 0: the rule
+    """The DDTree node budget served and its argv: the build's own default (its parser's, else
+    what pull request 29907's worker derives: draft length - 1), checked against its limits."""
+    budget = _integer(wanted, "ddtree_budget", 0, MAX_DDTREE_BUDGET) or None  # 0: the build's default
     rule = max(block - 1, 1) if block is not None else None
     if build.has("--speculative-ddtree-budget"):
-        budget = budget or rule
+        default, low, high = ddtree_budgets(build, block)
+        budget = budget or default
+        if budget is not None and not low <= budget <= high:
+            raise AnsibleFilterError(
+                "sglang_speculative_plan: sglang_service_ddtree_budget (ddtree_budget) %d lies outside what "
+                "SGLang %s accepts for --speculative-ddtree-budget (%d to %d)" % (budget, build.version, low, high))
         return budget, build.value("--speculative-ddtree-budget", budget, "the DDTree budget") if budget else []
     # The fork's --speculative-dflash-enable-ddtree takes no budget: it verifies draft length - 1.
     if budget is not None and budget != rule:
@@ -377,8 +444,9 @@ def _speculative(wanted, build, algorithm, drafter):
     return argv, algorithm, block, budget, note
 
 
-def sglang_speculative_plan(wanted, sglang, drafter=None):
-    """{argv, algorithm, fallback, note}: the command line and what it serves."""
+def sglang_speculative_plan(wanted, sglang, drafter=None, target=None):
+    """{argv, algorithm, fallback, note, mamba, environment, drafter_context}: the command line,
+    its environment and what it serves."""
     if not isinstance(wanted, dict):
         raise AnsibleFilterError("sglang_speculative_plan: the wanted config must be a dict, got %s"
                                  % type(wanted).__name__)
@@ -415,13 +483,8 @@ def sglang_speculative_plan(wanted, sglang, drafter=None):
         argv += build.value("--page-size", page_size, "the page size")
     if wanted.get("attention_backend"):
         argv += build.value("--attention-backend", wanted["attention_backend"], "the attention backend")
-    if wanted.get("mamba_strategy"):
-        strategy = to_text(wanted["mamba_strategy"])
-        strategy_flag = build.first("--mamba-radix-cache-strategy", "--mamba-scheduler-strategy")
-        if strategy_flag == "--mamba-scheduler-strategy" and strategy == "auto":
-            raise AnsibleFilterError("sglang_speculative_plan: SGLang %s has only --mamba-scheduler-strategy, "
-                                     "which has no 'auto': set mamba_strategy extra_buffer" % build.version)
-        argv += build.value(strategy_flag or "--mamba-radix-cache-strategy", strategy, "the mamba strategy")
+    mamba_argv, mamba = _mamba(wanted, build, served)
+    argv += mamba_argv
     if wanted.get("mem_fraction_static") is not None:
         fraction = float(wanted["mem_fraction_static"])
         if not 0 < fraction < 1:
@@ -436,8 +499,104 @@ def sglang_speculative_plan(wanted, sglang, drafter=None):
     if wanted.get("enable_metrics"):
         argv += build.flag("--enable-metrics", "metrics")
     argv += _extra_args(wanted.get("extra_args") or [], build, set(a for a in argv if a.startswith("--")))
+    environment, context = _drafter_context(wanted, served, drafter, target)
     return {"argv": argv, "algorithm": served, "draft_length": draft_length, "ddtree_budget": budget,
-            "fallback": note is not None, "note": note}
+            "fallback": note is not None, "note": note, "mamba": mamba, "environment": environment,
+            "drafter_context": context}
+
+
+# SGLang issue 36537: the radix cache with --mamba-radix-cache-strategy extra_buffer under
+# speculative decoding corrupts the outputs of hybrid (Gated-DeltaNet/mamba) targets at high KV
+# usage; extra_buffer_lazy keeps the radix cache without it. "auto" picks extra_buffer whenever
+# the overlap scheduler runs (python/sglang/srt/arg_groups/overrides.py of 0.5.23; server_args.py
+# _handle_mamba_radix_cache of 0.5.14), as it does for DFLASH.
+CORRUPTING_STRATEGIES = ("extra_buffer", "auto")
+LAZY = "extra_buffer_lazy"
+DISABLE_RADIX_CACHE = "--disable-radix-cache"
+
+
+def _mamba(wanted, build, served):
+    """(argv, {strategy, radix_cache, why}): the mamba cache strategy of the hybrid target. SGLang
+    applies it only to targets with mamba layers (and not at all without the radix cache), so it
+    is harmless on others."""
+    strategy = to_text(wanted.get("mamba_strategy") or "") or None
+    flag = build.first("--mamba-radix-cache-strategy", "--mamba-scheduler-strategy")
+    if strategy == "auto" and flag == "--mamba-scheduler-strategy":
+        raise AnsibleFilterError("sglang_speculative_plan: SGLang %s has only --mamba-scheduler-strategy, "
+                                 "which has no 'auto': set mamba_strategy extra_buffer" % build.version)
+    radix_cache = DISABLE_RADIX_CACHE not in [to_text(a).partition("=")[0] for a in wanted.get("extra_args") or []]
+    lazy_offered = LAZY in build.choices.get(flag or "", [])
+    why = None
+    argv = []
+    if served != "none" and radix_cache and flag:
+        if strategy is None and lazy_offered and build.mamba_lazy:
+            strategy = LAZY
+            why = ("extra_buffer_lazy: keeps the radix cache without the output corruption of extra_buffer "
+                   "under speculative decoding (SGLang issue 36537); SGLang %s accepts it with %s (pull "
+                   "request 34763)" % (build.version, served.upper()))
+        elif strategy is None:
+            radix_cache = False
+            argv = build.flag(DISABLE_RADIX_CACHE, "turning the radix cache off")
+            reason = ("its mamba validator asserts against it before pull request 34763" if lazy_offered
+                      else "no such choice")
+            why = ("radix cache off: SGLang %s %s extra_buffer_lazy with speculative decoding (%s), and "
+                   "extra_buffer (the server's auto) with the radix cache corrupts outputs under speculative "
+                   "decoding (SGLang issue 36537); a build with pull request 34763 (0.5.18 or later) keeps "
+                   "the radix cache" % (build.version, "refuses" if lazy_offered else "has no", reason))
+        elif strategy in CORRUPTING_STRATEGIES and not wanted.get("allow_mamba_extra_buffer"):
+            raise AnsibleFilterError(
+                "sglang_speculative_plan: sglang_service_mamba_strategy (mamba_strategy) %s with the radix cache "
+                "and speculative decoding corrupts the outputs of the hybrid target (SGLang issue 36537%s): "
+                "leave it empty (the role then picks extra_buffer_lazy where the build accepts it, else turns "
+                "the radix cache off), or set sglang_service_mamba_extra_buffer_override "
+                "(allow_mamba_extra_buffer) to serve it anyway"
+                % (strategy, "; auto picks extra_buffer under the overlap scheduler" if strategy == "auto" else ""))
+        elif strategy == LAZY and not build.mamba_lazy:
+            raise AnsibleFilterError(
+                "sglang_speculative_plan: SGLang %s refuses mamba_strategy extra_buffer_lazy together with %s "
+                "(its mamba validator asserts against it before SGLang pull request 34763): leave "
+                "sglang_service_mamba_strategy empty, or build 0.5.18 or later" % (build.version, served.upper()))
+        elif strategy in CORRUPTING_STRATEGIES:
+            why = ("%s kept by sglang_service_mamba_extra_buffer_override although it corrupts outputs "
+                   "with the radix cache under speculative decoding (SGLang issue 36537)" % strategy)
+    if strategy is not None:
+        argv += build.value(flag or "--mamba-radix-cache-strategy", strategy, "the mamba strategy")
+    return argv, {"strategy": strategy, "radix_cache": radix_cache, "why": why}
+
+
+def _declared_context(model):
+    """The context a model_weights entry records (a drafter's under dflash), or None."""
+    model = model or {}
+    value = (model.get("dflash") or {}).get("context_length", model.get("context_length"))
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+# Every DFLASH release (0.5.14 to 0.5.23 read) runs the drafter at the target's context length
+# (dflash_worker_v2.py up to 0.5.16, draft_worker_common.py build_draft_tp_worker from 0.5.17),
+# and ModelConfig._derive_context_length (python/sglang/srt/configs/model_config.py) raises
+# ValueError at start when that exceeds what the draft checkpoint declares, unless this is set:
+# then it overrides the drafter's max_position_embeddings. It also lets a --context-length above
+# the target's own declared length through, which this filter refuses instead.
+OVERWRITE_CONTEXT = "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"
+
+
+def _drafter_context(wanted, served, drafter, target):
+    """({environment}, {drafter, served, overwrite}): what the server needs to start a drafter
+    whose checkpoint declares a shorter context than the one served."""
+    served_context = _integer(wanted, "context_length", 1) or _declared_context(target)
+    target_context = _declared_context(target)
+    if target_context and served_context and served_context > target_context:
+        raise AnsibleFilterError(
+            "sglang_speculative_plan: context_length %d exceeds the %d tokens the target declares: set "
+            "sglang_service_context_length (context_length) to at most %d, or 0 for the target's own"
+            % (served_context, target_context, target_context))
+    if served == "none":
+        return {}, None
+    declared = _declared_context(drafter)
+    # Unknown on either side: z-lab's instructions and SGLang's own DFLASH tests set it.
+    overwrite = declared is None or served_context is None or declared < served_context
+    return ({OVERWRITE_CONTEXT: "1"} if overwrite else {},
+            {"drafter": declared, "served": served_context, "overwrite": overwrite})
 
 
 def _extra_args(extra, build, rendered):

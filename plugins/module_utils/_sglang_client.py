@@ -939,7 +939,7 @@ def normalise_path(value):
 
 
 def summarise(values):
-    """min, p50, p90, p99, max and mean of a list of numbers (None when empty)."""
+    """min, p50, p90, p95, p99, max and mean of a list of numbers (None when empty)."""
     values = sorted(v for v in values if v is not None)
     if not values:
         return None
@@ -957,6 +957,7 @@ def summarise(values):
         "min": values[0],
         "p50": pick(0.5),
         "p90": pick(0.9),
+        "p95": pick(0.95),
         "p99": pick(0.99),
         "max": values[-1],
         "mean": sum(values) / len(values),

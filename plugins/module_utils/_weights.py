@@ -921,6 +921,25 @@ def _int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+# SGLang's get_context_length (python/sglang/srt/utils/hf_transformers/common.py of 0.5.23,
+# hf_transformers_utils.py before): the first of these keys, times the rope scaling factor
+# unless the scaling keeps the original length; 2048 when none is set.
+CONTEXT_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length",
+                       "max_position_embeddings")
+
+
+def context_length(config):
+    """The context a checkpoint declares, as SGLang derives it from its (text) config."""
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    rope = text.get("rope_scaling") if isinstance(text.get("rope_scaling"), dict) else {}
+    keeps = "original_max_position_embeddings" in rope or rope.get("rope_type") == "llama3"
+    factor = 1 if keeps else rope.get("factor", 1)
+    for key in CONTEXT_LENGTH_KEYS:
+        if text.get(key) is not None:
+            return int(factor * text[key])
+    return 2048
+
+
 def target_facts(config, origin):
     """model_type and layer count of a target config (top level or text_config, as Qwen3.5 has it)."""
     text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
@@ -931,6 +950,7 @@ def target_facts(config, origin):
         "model_type": config.get("model_type"),
         "architectures": config.get("architectures") or [],
         "num_hidden_layers": layers,
+        "context_length": context_length(config),
     }
 
 
@@ -966,4 +986,5 @@ def drafter_facts(config, origin, target_layers):
         "layer_types": config.get("layer_types") or [],
         "sliding_window": config.get("sliding_window"),
         "num_hidden_layers": config.get("num_hidden_layers"),
+        "context_length": context_length(config),
     }

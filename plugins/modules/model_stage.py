@@ -316,11 +316,15 @@ verified_at:
   returned: when a verified copy exists
   type: str
 config:
-  description: C(model_type), C(architectures), C(num_hidden_layers) of a target.
+  description:
+    - C(model_type), C(architectures), C(num_hidden_layers) and C(context_length) of a target
+      (the context its config declares, derived as SGLang's C(get_context_length) does).
   returned: when O(kind=target)
   type: dict
 dflash:
-  description: C(block_size), C(target_layer_ids), C(mask_token_id), C(layer_types), C(sliding_window) of a drafter.
+  description:
+    - C(block_size), C(target_layer_ids), C(mask_token_id), C(layer_types), C(sliding_window),
+      C(num_hidden_layers) and C(context_length) of a drafter.
   returned: when O(kind=drafter)
   type: dict
 """

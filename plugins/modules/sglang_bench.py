@@ -43,7 +43,12 @@ description:
     the prefill token included, so it is larger by 1/spec_verify_ct; their mean (what z-lab's
     benchmark reports) is recorded as C(per_request_mean)."
   - Prompts are fixed natural-language prompts shipped with the module, since acceptance
-    depends on content.
+    depends on content, or the site's own from O(prompts_path).
+  - "Prompt mode, recorded as C(prompt_mode) in the result: the throughput phases use the chat
+    API with the model's chat template and thinking explicitly on or off (O(thinking), sent as
+    C(chat_template_kwargs: {enable_thinking: ...}), which Qwen3's templates read; Qwen3.6 thinks
+    by default, which changes what is generated and so the acceptance); the acceptance phase
+    sends the same prompts raw to the native C(/generate), without a chat template."
   - The module never reports a change. A failed gate fails the task with a message naming
     each failed gate, its value and its floor.
 author:
@@ -144,6 +149,35 @@ options:
       - Floor for the acceptance length when speculating. Unset still requires that the
         server reports one. Must not be negative.
     type: float
+  thinking:
+    description:
+      - Ask the chat template to think (true) or not (false) in the throughput phases; always
+        sent explicitly, so the mode never depends on the template's default.
+    type: bool
+    default: false
+  prompts_path:
+    description:
+      - JSON Lines file on the target with the site's own prompts, one object with a C(prompt)
+        string per line (blank lines skipped); used in order and cycled. Unset uses the
+        module's fixed prompts.
+    type: path
+  max_ttft_p99_s:
+    description:
+      - Latency objective, gated at concurrency O(concurrency), on the 99th percentile of the time
+        to first token, in seconds. Unset, no gate (the level reports the figure). Must be positive.
+    type: float
+  max_tpot_p99_s:
+    description:
+      - Latency objective, gated at concurrency O(concurrency), on the 99th percentile of the time
+        per output token after the first, in seconds. Unset, no gate (the level reports the
+        figure). Must be positive.
+    type: float
+  records_path:
+    description:
+      - File on the target to write one JSON line per measured request to (level, concurrency,
+        success or error, TTFT, TPOT, end-to-end latency, token counts, decode speed), replaced
+        atomically. Not written in check mode.
+    type: path
   flush_cache:
     description:
       - Call C(/flush_cache) after the warm-up so the measurement starts from an empty cache
@@ -198,8 +232,14 @@ result:
     - C(levels) has one entry per concurrency level with C(requests), C(successes), C(failures),
       C(errors), C(wall_s), C(output_tps), C(total_tps), C(achieved_concurrency),
       C(ttft_s), C(decode_tps), C(tokens_per_chunk) (each a distribution with C(count),
-      C(min), C(p50), C(p90), C(p99), C(max), C(mean)), C(decode_method) (C(per_event_counts),
+      C(min), C(p50), C(p90), C(p95), C(p99), C(max), C(mean)), C(decode_method) (C(per_event_counts),
       C(prefill_token) or C(mixed), see the description) and C(length_mismatches).
+    - "What serving engineers read, per level: C(tpot_s) (time per output token after the first,
+      (e2e - ttft) / (n_out - 1) per request, as SGLang's C(bench_serving) defines it), C(e2e_s)
+      (request latency from send to the end of its stream), both distributions as above, and
+      C(request_throughput) (successful requests per second of the level's wall time), and
+      C(goodput) when a latency objective is set (requests whose own TTFT and TPOT meet the
+      objectives, per second; null otherwise)."
     - C(acceptance) has C(value), C(method), C(per_request_mean), C(server_avg_spec_accept_length),
       C(completion_tokens), C(prefill_tokens), C(spec_verify_ct) and the request counts.
     - C(gates) has one entry per gate with C(name), C(value), C(floor), C(passed) and C(detail).
@@ -219,6 +259,11 @@ result_file:
   returned: when O(result_path) is given
   type: dict
   sample: {path: /var/lib/pro6000/smoke/bench.json, written: true}
+records_file:
+  description: Where the per-request records were written, whether they were, and how many.
+  returned: when O(records_path) is given
+  type: dict
+  sample: {path: /var/lib/pro6000/smoke/requests.jsonl, written: true, records: 19}
 """
 
 import datetime
@@ -278,11 +323,40 @@ BOUNDS = {
     "min_decode_tps": (0, None, "tokens per second"),
     "min_output_tps": (0, None, "tokens per second"),
     "min_acceptance_length": (0, None, "tokens"),
+    "max_ttft_p99_s": (POSITIVE, 3600, "seconds"),
+    "max_tpot_p99_s": (POSITIVE, 3600, "seconds"),
 }
 
 
-def prompt(index):
-    return PROMPTS[index % len(PROMPTS)]
+def prompt(index, prompts=PROMPTS):
+    return prompts[index % len(prompts)]
+
+
+def load_prompts(path):
+    """The prompts of a JSON Lines file (one {"prompt": str} per line), or ValueError naming the line."""
+    found = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as exc:
+                raise ValueError("%s line %d is not JSON: %s" % (path, number, exc))
+            text = record.get("prompt") if isinstance(record, dict) else None
+            if not isinstance(text, str) or not text.strip():
+                raise ValueError("%s line %d has no non-empty \"prompt\" string" % (path, number))
+            found.append(text)
+    if not found:
+        raise ValueError("%s holds no prompt" % path)
+    return tuple(found)
+
+
+def prompt_mode(params, prompts):
+    """What the result records about the prompts used."""
+    return {"api": "chat (/v1/chat/completions), acceptance through native /generate without a template",
+            "thinking": params["thinking"], "chat_template_kwargs": {"enable_thinking": params["thinking"]},
+            "prompt_set": params["prompts_path"] or "builtin", "prompts": len(prompts)}
 
 
 class Deadline:
@@ -298,10 +372,12 @@ class Deadline:
         return self.remaining() <= 0
 
 
-def chat_payload(model, index, max_tokens):
+def chat_payload(model, index, max_tokens, prompts=PROMPTS, thinking=False):
     return {
         "model": model,
-        "messages": [{"role": "user", "content": prompt(index)}],
+        "messages": [{"role": "user", "content": prompt(index, prompts)}],
+        # Explicit either way: Qwen3.6's template thinks unless told not to.
+        "chat_template_kwargs": {"enable_thinking": thinking},
         "max_tokens": max_tokens,
         "temperature": 0,
         "ignore_eos": True,
@@ -317,16 +393,17 @@ def decode_method(results):
     return methods.pop() if len(methods) == 1 else ("mixed" if methods else None)
 
 
-def stream_level(client, model, workers, per_worker, max_tokens, deadline, request_timeout):
+def stream_level(client, model, workers, per_worker, max_tokens, deadline, request_timeout, prompts=PROMPTS,
+                 thinking=False):
     """``workers`` streams released together, each sending ``per_worker`` requests in turn."""
     captures, wall = run_requests(
         client, workers, per_worker,
-        lambda index: ("POST", "/v1/chat/completions", chat_payload(model, index, max_tokens)),
+        lambda index: ("POST", "/v1/chat/completions", chat_payload(model, index, max_tokens, prompts, thinking)),
         timeout=request_timeout, deadline=deadline.at)
     return [parse_stream(capture) for capture in captures], wall
 
 
-def level_summary(phase, concurrency, results, wall, max_tokens):
+def level_summary(phase, concurrency, results, wall, max_tokens, objectives=(None, None)):
     """One concurrency level of the result document."""
     ok = [r for r in results if r.ok]
     failed = [r for r in results if not r.ok]
@@ -336,7 +413,7 @@ def level_summary(phase, concurrency, results, wall, max_tokens):
     for r in failed:
         if r.error not in errors:
             errors.append(r.error)
-    return {
+    return dict({
         "phase": phase,
         "concurrency": concurrency,
         "requests": len(results),
@@ -353,7 +430,55 @@ def level_summary(phase, concurrency, results, wall, max_tokens):
         "tokens_per_chunk": summarise(r.tokens_per_chunk for r in ok),
         "decode_method": decode_method(ok),
         "length_mismatches": [r.n_out for r in ok if r.n_out != max_tokens],
+    }, **serving_figures(ok, wall, objectives))
+
+
+def tpot(result):
+    """Time per output token after the first: (e2e - ttft) / (n_out - 1), as SGLang's
+    bench_serving computes it (python/sglang/bench_serving.py, calculate_metrics)."""
+    if result.ttft is None or not result.n_out or result.n_out < 2:
+        return None
+    return (result.e2e - result.ttft) / (result.n_out - 1)
+
+
+def serving_figures(ok, wall, objectives=(None, None)):
+    """The latency distributions and request rate of a level's successful requests, and its
+    goodput when an objective is set: requests whose own TTFT and TPOT meet every objective set
+    (O(max_ttft_p99_s), O(max_tpot_p99_s)), per second, as bench_serving's --goodput counts them."""
+    max_ttft, max_tpot = objectives
+    goodput = None
+    if wall > 0 and (max_ttft is not None or max_tpot is not None):
+        good = [r for r in ok if (max_ttft is None or r.ttft <= max_ttft)
+                and (max_tpot is None or (tpot(r) is not None and tpot(r) <= max_tpot))]
+        goodput = len(good) / wall
+    return {
+        "tpot_s": summarise(tpot(r) for r in ok),
+        "e2e_s": summarise(r.e2e for r in ok),
+        "request_throughput": len(ok) / wall if wall > 0 else None,
+        "goodput": goodput,
     }
+
+
+def request_records(phase, concurrency, results):
+    """One record per request of a level, for O(records_path)."""
+    return [{"phase": phase, "concurrency": concurrency, "ok": r.ok, "error": r.error,
+             "ttft_s": r.ttft, "tpot_s": tpot(r) if r.ok else None, "e2e_s": r.e2e if r.t_end else None,
+             "output_tokens": r.n_out, "prompt_tokens": r.prompt_tokens,
+             "decode_tps": r.decode_tps if r.ok else None} for r in results]
+
+
+def latency_gates(level, params):
+    """The latency objectives that are set, judged on the design-concurrency level; the
+    figures themselves are in the level either way."""
+    found = []
+    for name, key, option in (("ttft_p99_s", "ttft_s", "max_ttft_p99_s"), ("tpot_p99_s", "tpot_s", "max_tpot_p99_s")):
+        ceiling = params[option]
+        if ceiling is not None:
+            value = (level.get(key) or {}).get("p99")
+            found.append(gate(name, value, ceiling, value is not None and value <= ceiling,
+                              "p99 %s in seconds at concurrency %d, at most the objective"
+                              % (key[:-2].upper(), level["concurrency"])))
+    return found
 
 
 def read_generation_tokens(client, deadline):
@@ -396,14 +521,15 @@ def acceptance_answer(capture):
     return counts
 
 
-def measure_acceptance(client, model, params, deadline):
+def measure_acceptance(client, model, params, deadline, prompts=PROMPTS):
     count = params["acceptance_requests"]
     workers = max(1, min(params["concurrency"], count))
     sampling = {"max_new_tokens": params["acceptance_max_tokens"], "temperature": 0,
                 "ignore_eos": params["acceptance_ignore_eos"]}
     captures, wall = run_requests(
         client, workers, -(-count // workers),
-        lambda index: ("POST", "/generate", {"text": prompt(index), "model": model, "sampling_params": sampling}),
+        lambda index: ("POST", "/generate", {"text": prompt(index, prompts), "model": model,
+                                             "sampling_params": sampling}),
         timeout=params["request_timeout"], deadline=deadline.at, total=count)
     answers = [acceptance_answer(capture) for capture in captures]
     errors = [a["error"] for a in answers if "error" in a]
@@ -437,9 +563,13 @@ def floor_gate(name, value, floor, detail):
     return gate(name, value, floor, value is not None and value >= floor, detail)
 
 
-def run_benchmark(client, params, check_mode=False):
+def run_benchmark(client, params, records=None, prompts=PROMPTS, check_mode=False):
     """Run every phase against ``client`` and return the result document (gates included);
-    in check mode only the preflight reads, with what would run."""
+    ``records`` (a list) receives one record per measured request; in check mode only the
+    preflight reads, with what would run."""
+    records = [] if records is None else records
+    thinking = params["thinking"]
+    objectives = (params["max_ttft_p99_s"], params["max_tpot_p99_s"])
     deadline = Deadline(params["timeout"])
     started = time.perf_counter()
     result = {
@@ -449,8 +579,9 @@ def run_benchmark(client, params, check_mode=False):
             "concurrency", "requests_per_worker", "single_stream_requests", "warmup_requests",
             "max_tokens", "acceptance_requests", "acceptance_max_tokens", "acceptance_ignore_eos",
             "expect_speculation",
-            "timeout", "request_timeout", "flush_cache")},
+            "timeout", "request_timeout", "flush_cache", "max_ttft_p99_s", "max_tpot_p99_s")},
         "server": {"url": client.base_url},
+        "prompt_mode": prompt_mode(params, prompts),
         "phases": [],
         "levels": [],
         "acceptance": None,
@@ -494,7 +625,7 @@ def run_benchmark(client, params, check_mode=False):
             break
         if phase == "warmup" and params["warmup_requests"]:
             warm, _wall = stream_level(client, model, 1, params["warmup_requests"], min(32, params["max_tokens"]),
-                                       deadline, params["request_timeout"])
+                                       deadline, params["request_timeout"], prompts, thinking)
             result["warmup"] = {"requests": len(warm), "successes": sum(1 for r in warm if r.ok)}
         elif phase == "flush" and params["flush_cache"]:
             try:
@@ -504,12 +635,15 @@ def run_benchmark(client, params, check_mode=False):
             counter_before = read_generation_tokens(client, deadline)
         elif phase == "concurrency_1":
             results, wall = stream_level(client, model, 1, params["single_stream_requests"], params["max_tokens"],
-                                         deadline, params["request_timeout"])
-            result["levels"].append(level_summary(phase, 1, results, wall, params["max_tokens"]))
+                                         deadline, params["request_timeout"], prompts, thinking)
+            result["levels"].append(level_summary(phase, 1, results, wall, params["max_tokens"], objectives))
+            records.extend(request_records(phase, 1, results))
         elif phase == "concurrency_n":
             results, wall = stream_level(client, model, params["concurrency"], params["requests_per_worker"],
-                                         params["max_tokens"], deadline, params["request_timeout"])
-            result["levels"].append(level_summary(phase, params["concurrency"], results, wall, params["max_tokens"]))
+                                         params["max_tokens"], deadline, params["request_timeout"], prompts, thinking)
+            result["levels"].append(level_summary(phase, params["concurrency"], results, wall, params["max_tokens"],
+                                                  objectives))
+            records.extend(request_records(phase, params["concurrency"], results))
             counter_after = read_generation_tokens(client, deadline) if counter_before is not None else None
             if counter_after is not None:
                 client_tokens = sum(level["output_tokens"] for level in result["levels"])
@@ -519,7 +653,7 @@ def run_benchmark(client, params, check_mode=False):
                     "ratio": delta / client_tokens if client_tokens else None,
                 }
         elif phase == "acceptance":
-            result["acceptance"] = measure_acceptance(client, model, params, deadline)
+            result["acceptance"] = measure_acceptance(client, model, params, deadline, prompts)
             try:
                 result["acceptance"]["server_avg_spec_accept_length"] = speculative_settings(
                     fetch_server_info(client, deadline.at)[1])["avg_spec_accept_length"]
@@ -560,6 +694,7 @@ def run_benchmark(client, params, check_mode=False):
         gates.append(floor_gate("output_tps_c%d" % level["concurrency"], level["output_tps"],
                                 params["min_output_tps"],
                                 "aggregate output tok/s at concurrency %d" % level["concurrency"]))
+        gates.extend(latency_gates(level, params))
     if speculating and "acceptance" in result["phases"]:
         value = result["acceptance"]["value"]
         floor = params["min_acceptance_length"]
@@ -605,6 +740,11 @@ def main():
             min_decode_tps=dict(type="float"),
             min_output_tps=dict(type="float"),
             min_acceptance_length=dict(type="float"),
+            thinking=dict(type="bool", default=False),
+            prompts_path=dict(type="path"),
+            max_ttft_p99_s=dict(type="float"),
+            max_tpot_p99_s=dict(type="float"),
+            records_path=dict(type="path"),
             flush_cache=dict(type="bool", default=True),
             result_path=dict(type="path"),
         ),
@@ -620,11 +760,28 @@ def main():
                               validate_certs=params["validate_certs"], ca_path=params["ca_path"])
     except SGLangError as exc:
         module.fail_json(msg=str(exc))
+    prompts = PROMPTS
+    if params["prompts_path"]:
+        try:
+            prompts = load_prompts(params["prompts_path"])
+        except (OSError, ValueError) as exc:
+            module.fail_json(msg="prompts_path: %s" % exc)
+    records = []
     try:
-        result = run_benchmark(client, params, module.check_mode)
+        result = run_benchmark(client, params, records, prompts, module.check_mode)
     except SGLangError as exc:
         module.fail_json(msg=str(exc))
     extra = {}
+    if params["records_path"]:
+        written = not module.check_mode
+        if written:
+            try:
+                replace_file(params["records_path"],
+                             "".join(json.dumps(record, sort_keys=True) + "\n" for record in records).encode("utf-8"),
+                             0o644, module.atomic_move)
+            except OSError as exc:
+                module.fail_json(msg="cannot write records_path %s: %s" % (params["records_path"], exc), result=result)
+        extra["records_file"] = {"path": params["records_path"], "written": written, "records": len(records)}
     if params["result_path"]:
         written = not module.check_mode
         if written:

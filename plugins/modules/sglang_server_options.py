@@ -13,7 +13,9 @@ description:
   - Builds SGLang's own argument parser with the given interpreter, as C(sglang.launch_server)
     does (C(ServerArgs.add_cli_args(argparse.ArgumentParser()))), and reads from the parser
     object the long options it accepts, the values of options with choices, the speculative
-    algorithms and how the build offers DDTree (if at all), plus the installed SGLang version.
+    algorithms and how the build offers DDTree (if at all), the default and limits of its DDTree
+    budget, whether its mamba validator takes C(extra_buffer_lazy) with speculative decoding,
+    plus the installed SGLang version.
   - The C(sglang) role records the result in C(/etc/ansible/facts.d/sglang.fact); the filter
     P(pro6000.inference.sglang_argv#filter) renders only what it lists.
   - Only reads; never changes anything.
@@ -83,6 +85,26 @@ ddtree:
   returned: success
   type: str
   sample: algorithm
+ddtree_budget:
+  description:
+    - For a build with C(--speculative-ddtree-budget) (else null) the parser's C(default) (null
+      when the parser has none, as pull request 29907's worker then takes the draft length - 1), and
+      the C(minimum) and C(maximum) its choices allow (1 and null when it declares none).
+  returned: success
+  type: dict
+  sample: {"default": null, "minimum": 1, "maximum": null}
+mamba_lazy_with_speculation:
+  description:
+    - Whether the build's mamba validator takes C(--mamba-radix-cache-strategy extra_buffer_lazy)
+      together with DFLASH-family speculative decoding, read from its source
+      (C(ServerArgs._validate_mamba_extra_buffer) up to 0.5.18,
+      C(sglang.srt.arg_groups.mamba_hook.validate_mamba_extra_buffer) from 0.5.19), false where
+      it asserts "extra_buffer_lazy unsupported with ..." (before SGLang pull request 34763,
+      0.5.14 to 0.5.17), null where the build has no C(extra_buffer_lazy) or the validator
+      could not be read.
+  returned: success
+  type: bool
+  sample: true
 """
 
 import json

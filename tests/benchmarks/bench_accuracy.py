@@ -13,9 +13,16 @@ stream (SGLANG_DOUBLE_USAGE_STATS: "continuous", cumulative usage in every chunk
 with continuous_usage_stats; "final", usage only at the end). STEP_S is chosen so that each
 request decodes for DECODE_S seconds.
 
-A case passes when the median decode tok/s at concurrency 1 and the output tok/s at
-concurrency N are within 1 % of the truth, the acceptance length within 0.02, and the module
-passed its own gates. Prints one row per case; exits 1 when a case misses.
+The serving figures follow from the same model: every request has TPOT = S x STEP_S /
+sum(accepts) ((e2e - ttft) / (n_out - 1), bench_serving's definition) and E2E = PREFILL_S +
+S x STEP_S, so their p50, p95 and p99 all equal those; request throughput is 1 / E2E at
+concurrency 1 (requests one after another) and N / E2E at concurrency N (released together).
+
+A case passes when the median decode tok/s at concurrency 1, the output tok/s at concurrency
+N, TPOT and E2E p50/p95/p99 at both levels and the request throughput of both levels are
+within 1 % of the truth, the acceptance length within 0.02, and the module passed its own
+gates. Prints one row per case, and the worst error of each serving figure over all cases;
+exits 1 when a case misses.
 
     python tests/benchmarks/bench_accuracy.py
 """
@@ -77,6 +84,10 @@ def case(algorithm, cycle, steps, usage):
         "output": CONCURRENCY * max_tokens / (PREFILL_S + steps * step_s),
         "acceptance": sum(accepts) / float(steps),
         "ttft": PREFILL_S,
+        "tpot": steps * step_s / sum(accepts),
+        "e2e": PREFILL_S + steps * step_s,
+        "rps_c1": 1 / (PREFILL_S + steps * step_s),
+        "rps_cn": CONCURRENCY / (PREFILL_S + steps * step_s),
     }
     env = {"SGLANG_DOUBLE_PREFILL_S": PREFILL_S, "SGLANG_DOUBLE_TOKEN_S": 0,
            "SGLANG_DOUBLE_STEP_S": "%.9f" % step_s, "SGLANG_DOUBLE_USAGE_STATS": usage,
@@ -94,9 +105,25 @@ def case(algorithm, cycle, steps, usage):
         "output": cn["output_tps"],
         "acceptance": result["acceptance"]["value"],
         "ttft": c1["ttft_s"]["p50"],
+        "rps_c1": c1["request_throughput"],
+        "rps_cn": cn["request_throughput"],
     }
+    for level, name in ((c1, "c1"), (cn, "cn")):
+        for figure, key in (("tpot", "tpot_s"), ("e2e", "e2e_s")):
+            for quantile in ("p50", "p95", "p99"):
+                measured["%s_%s_%s" % (figure, quantile, name)] = level[key][quantile]
     return truth, measured, {"passed": result["passed"] and rc == 0, "method": c1["decode_method"],
                              "server": result["acceptance"]["server_avg_spec_accept_length"]}
+
+
+def serving_errors(truth, measured):
+    """Relative error of each TPOT/E2E quantile and request rate against its truth."""
+    found = {}
+    for name, value in measured.items():
+        base = name.split("_", 1)[0] if name.startswith(("tpot", "e2e")) else name
+        if base in ("tpot", "e2e", "rps_c1", "rps_cn"):
+            found[name] = float("inf") if value is None else value / truth[base] - 1
+    return found
 
 
 def main():
@@ -109,6 +136,7 @@ def main():
     print(header)
     print("-" * len(header))
     misses = 0
+    worst = {}
     for usage in USAGE_MODES:
         for label, algorithm, cycle in PATTERNS:
             for steps in VERIFY_STEPS:
@@ -119,6 +147,12 @@ def main():
                     errors.append("acceptance")
                 if not extra["passed"]:
                     errors.append("module gates")
+                serving = serving_errors(truth, measured)
+                for name, error in serving.items():
+                    figure = name.rsplit("_", 1)[0] if name.startswith(("tpot", "e2e")) else name
+                    if abs(error) > abs(worst.get(figure, (0, ""))[0]):
+                        worst[figure] = (error, "%s %s %d steps" % (usage, label, steps))
+                errors += [name for name, error in serving.items() if abs(error) > TOK_S_TOLERANCE]
                 misses += bool(errors)
                 print("%-10s | %-11s | %5d | %-15s | %8.2f / %8.2f (%+5.2f%%) | %8.1f / %8.1f (%+5.2f%%) | "
                       "%6.3f / %6.3f (%+.3f) | %6.1f / %6.1f | %s" % (
@@ -129,6 +163,9 @@ def main():
                           1000 * measured["ttft"], 1000 * truth["ttft"],
                           "pass" if not errors else "FAIL: " + ", ".join(errors)))
                 sys.stdout.flush()
+    print("worst relative error of each serving figure (truth from the timing model):")
+    for figure, (error, where) in sorted(worst.items()):
+        print("  %-13s %+6.3f %%  (%s)" % (figure, 100 * error, where))
     print("every case passed" if not misses else "%d case(s) failed" % misses)
     return 1 if misses else 0
 

@@ -35,6 +35,9 @@ import oracle  # noqa: E402
 
 RELEASES = build_envs.RELEASES
 WITHOUT_DFLASH = ("0.5.9",)
+# Releases whose mamba validator takes extra_buffer_lazy with DFLASH (SGLang pull request 34763,
+# merged 2026-08-13, first in 0.5.18); 0.5.14 asserts against it with any speculation.
+LAZY_WITH_DFLASH = ("0.5.19", "0.5.21", "0.5.23")
 FORK = "fork-ddtree-flag"  # the double's build that offers DDTree as a DFLASH flag
 TUNE_CONFIGS = yaml.safe_load((REPO / "playbooks" / "tune.yml").read_text())[0]["vars"]["tune_configs"]
 # The role variables tune_config.yml sets from each configuration, taken from the file itself.
@@ -261,6 +264,17 @@ def test_every_rendered_exec_start_is_accepted_by_the_real_parser(rendered, rele
             continue
         # DFLASH, or DFLASH served in place of DDTree where the fallback is allowed.
         assert values["speculative_algorithm"] == "DFLASH", host
+        # The mamba strategy chosen for correctness (SGLang issue 36537), as the release allows.
+        if release in LAZY_WITH_DFLASH:
+            assert values["mamba_radix_cache_strategy"] == "extra_buffer_lazy", host
+            assert values["disable_radix_cache"] is False, host
+        else:
+            assert values["disable_radix_cache"] is True, host
+            assert values["mamba_radix_cache_strategy"] == "auto", host
+        # The drafter's declared context is not recorded here: the unit lets SGLang run it at
+        # the target's context instead of refusing to start.
+        unit = rendered[host][1]
+        assert "\nEnvironment=SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1\n" in unit, host
         assert values["speculative_draft_model_path"].endswith("/Qwen3.6-27B-DFlash"), host
         config = dict(cases(release))[host][1].get("tune_config", {})
         assert values["speculative_num_draft_tokens"] == config.get("draft_length", DRAFT_LENGTH), host
@@ -293,6 +307,101 @@ def test_the_captured_reading_is_what_the_release_holds(rendered, release):
     assert fixture["version"] == release
     assert fixture["options"] == sorted(report["options"] + report["hidden"])
     assert fixture["choices"] == report["choices"]
+
+
+# What the real validator does with extra_buffer_lazy under DFLASH, run in each release: its
+# platform checks (which need a GPU) pass as on a CUDA host, the rest is the release's own code.
+LAZY_CHECK = r"""
+import json, types
+from sglang.srt.server_args import ServerArgs
+try:
+    from sglang.srt.arg_groups.mamba_hook import validate_mamba_extra_buffer as validator
+    method = False
+except ImportError:
+    validator, method = ServerArgs._validate_mamba_extra_buffer, True
+yes = lambda *args, **kwargs: True
+for name in ("is_cuda", "supports_mamba_cache_extra_buffer", "_platform_supports_mamba_cache_extra_buffer"):
+    if name in validator.__globals__:
+        validator.__globals__[name] = yes
+if "get_platform" in validator.__globals__:
+    validator.__globals__["get_platform"] = lambda: types.SimpleNamespace(
+        is_cuda=True, is_musa=False, is_npu=False, is_hip=False, is_xpu=False)
+view = types.SimpleNamespace(
+    mamba_radix_cache_strategy="extra_buffer_lazy", disable_radix_cache=False, disaggregation_mode="null",
+    speculative_algorithm="DFLASH", speculative_num_draft_tokens=16, mamba_track_interval=256,
+    page_size=None, chunked_prefill_size=None, _support_mamba_cache_extra_buffer=yes)
+arch = types.SimpleNamespace(architectures=["Qwen3_5ForConditionalGeneration"])
+try:
+    if method:
+        view.enable_mamba_extra_buffer_lazy = types.MethodType(ServerArgs.enable_mamba_extra_buffer_lazy, view)
+        validator(view, "Qwen3_5ForConditionalGeneration")
+    else:
+        validator(view, arch, mamba_cache_chunk_size_of=lambda: None)
+except AssertionError as error:
+    print(json.dumps({"refused": str(error)}))
+else:
+    print(json.dumps({"refused": None}))
+"""
+
+
+@pytest.mark.parametrize("release", [r for r in RELEASES if r not in WITHOUT_DFLASH])
+def test_the_recorded_lazy_verdict_is_what_the_releases_validator_does(release):
+    verdict = oracle.run_code(release, LAZY_CHECK)
+    fixture = oracle.fact_fixture(release)
+    assert fixture["mamba_lazy_with_speculation"] is (verdict["refused"] is None), verdict
+    assert (release in LAZY_WITH_DFLASH) is (verdict["refused"] is None), verdict
+    if release not in LAZY_WITH_DFLASH:
+        assert "extra_buffer_lazy unsupported with spec" in verdict["refused"]
+
+
+# What the release's ModelConfig._derive_context_length does with a drafter that declares 32768
+# tokens run at a target's 262144, with and without SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN,
+# and whether its DFLASH draft worker runs the drafter at the target's context (the source line
+# that does it). The module imports quantization kernels the oracle environments lack, so the
+# method is compiled alone from the release's file, with the module's own imports of the names
+# it uses.
+CONTEXT_CHECK = r"""
+import ast, inspect, json, logging, os, types
+import sglang.srt
+path = os.path.join(list(sglang.srt.__path__)[0], "configs", "model_config.py")
+tree = ast.parse(open(path).read())
+method = next(node for cls in tree.body if isinstance(cls, ast.ClassDef) and cls.name == "ModelConfig"
+              for node in cls.body if isinstance(node, ast.FunctionDef) and node.name == "_derive_context_length")
+used = {node.id for node in ast.walk(method) if isinstance(node, ast.Name)}
+namespace = {"logger": logging.getLogger("model_config")}
+for node in tree.body:
+    if isinstance(node, (ast.Import, ast.ImportFrom)) and {(a.asname or a.name).split(".")[0] for a in node.names} & used:
+        exec(compile(ast.Module([node], []), path, "exec"), namespace)
+exec(compile(ast.Module([method], []), path, "exec"), namespace)
+found = {}
+for allow in ("", "1"):
+    if allow:
+        os.environ["SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN"] = allow
+    text = types.SimpleNamespace(max_position_embeddings=32768)
+    model = types.SimpleNamespace(is_draft_model=True, hf_text_config=text,
+                                  hf_config=types.SimpleNamespace(architectures=["DFlashDraftModel"]))
+    try:
+        namespace["_derive_context_length"](model, 262144)
+    except ValueError as error:
+        found[allow or "unset"] = {"error": str(error)}
+    else:
+        found[allow or "unset"] = {"context_len": model.context_len, "drafter_max": text.max_position_embeddings}
+speculative = os.path.join(list(sglang.srt.__path__)[0], "speculative")
+if os.path.exists(os.path.join(speculative, "draft_worker_common.py")):
+    found["aligned"] = "context_length=target_model_config.context_len" in open(
+        os.path.join(speculative, "draft_worker_common.py")).read()
+else:
+    found["aligned"] = "draft_server_args.context_length = (" in open(os.path.join(speculative, "dflash_worker_v2.py")).read()
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.parametrize("release", [r for r in RELEASES if r not in WITHOUT_DFLASH])
+def test_a_drafter_declaring_a_shorter_context_needs_the_overwrite_in_every_dflash_release(release):
+    found = oracle.run_code(release, CONTEXT_CHECK)
+    assert found["aligned"] is True, found
+    assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1" in found["unset"]["error"], found
+    assert found["1"] == {"context_len": 262144, "drafter_max": 262144}, found
 
 
 def test_the_module_reads_the_real_release_as_captured():

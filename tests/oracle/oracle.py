@@ -77,6 +77,19 @@ def examine(release, argvs=()):
     return report
 
 
+def run_code(release, code):
+    """Runs ``code`` with the release's interpreter (SGLang importable, no GPU) and returns what
+    it printed last, as JSON. The environment is this process's, less Python's and SGLang's own
+    variables (a test sets those inside ``code``)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTHON", "SGLANG"))}
+    env.update(PYTHONWARNINGS="ignore")
+    proc = subprocess.run([interpreter(release), "-c", code], capture_output=True, text=True, env=env,
+                          timeout=600, check=False)
+    if proc.returncode:
+        raise RuntimeError("sglang %s did not run the code: %s" % (release, proc.stderr[-3000:]))
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def interpreter(release):
     """Path of the release's oracle interpreter (built on first use)."""
     return str(ensure_release(release)[0])
@@ -93,7 +106,8 @@ def module_result(release):
                                  scratch, timeout=700)
     if result.get("failed"):
         raise RuntimeError("sglang_server_options failed on sglang %s: %s" % (release, result.get("msg")))
-    return {key: result[key] for key in ("version", "options", "choices", "speculative_algorithms", "ddtree")}
+    return {key: result[key] for key in ("version", "options", "choices", "speculative_algorithms", "ddtree",
+                                         "ddtree_budget", "mamba_lazy_with_speculation")}
 
 
 def fact_fixture(release):

@@ -123,3 +123,13 @@ def test_a_release_from_the_index_is_recorded_without_a_commit(host):
     assert (fact["source"], fact["version"], fact["commit"], fact["ref"]) == ("index", "0.5.23", None, None)
     assert "/venvs/release-0.5.23-" in fact["venv"]
     assert "--mamba-radix-cache-strategy" in fact["options"]
+
+
+def test_each_build_records_its_ddtree_budget_and_lazy_verdict(facts):
+    # Read by sglang_server_options from the build's parser and its mamba validator source.
+    assert facts["v0.5.23"]["ddtree_budget"] is None
+    assert facts["ddtree"]["ddtree_budget"] == {"default": None, "minimum": 1, "maximum": None}
+    # The double's v0.5.13 asserts against extra_buffer_lazy with speculation (before PR 34763).
+    assert facts["v0.5.13"]["mamba_lazy_with_speculation"] is False
+    assert facts["v0.5.23"]["mamba_lazy_with_speculation"] is True
+    assert facts["ddtree"]["mamba_lazy_with_speculation"] is True

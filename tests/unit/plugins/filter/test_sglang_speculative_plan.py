@@ -20,6 +20,11 @@ REAL = ("0.5.9", "0.5.14", "0.5.19", "0.5.21", "0.5.23")
 # Releases with DFLASH (upstream since 0.5.11) but no DDTree.
 DFLASH_ONLY = REAL[1:] + ("v0.5.13", "v0.5.23")
 DOUBLE = ("v0.5.13", "v0.5.23", "ddtree-pr29907", "fork-ddtree-flag")
+# Builds that take extra_buffer_lazy with DFLASH (pull request 34763, 0.5.18 on) and those whose
+# mamba validator refuses it, as the module reads them (the real ones checked by
+# tests/integration/test_argv_real_parser.py).
+LAZY_WITH_SPECULATION = ("0.5.19", "0.5.21", "0.5.23", "v0.5.23", "ddtree-pr29907", "fork-ddtree-flag")
+LAZY_REFUSED = ("0.5.14", "v0.5.13")
 DRAFTER = {"path": "/srv/models/Qwen3.6-27B-DFlash", "dflash": {"block_size": 16}}
 
 
@@ -29,13 +34,13 @@ def facts(tmp_path_factory):
     found = {}
     for release in REAL:
         found[release] = json.loads((TESTS / "fixtures" / "sglang_parser" / ("sglang-%s.json" % release)).read_text())
-    for profile in DOUBLE:
+    for profile in DOUBLE + ("ddtree-pr29907-b32", "ddtree-pr29907-early"):
         found[profile] = double.parser_fact(double.install(profile, root))
     return found
 
 
-def sglang_argv(config, fact, drafter=None):
-    return sglang_speculative_plan(config, fact, drafter)["argv"]
+def sglang_argv(config, fact, drafter=None, target=None):
+    return sglang_speculative_plan(config, fact, drafter, target)["argv"]
 
 
 def wanted(**overrides):
@@ -68,7 +73,7 @@ def assert_all_accepted(argv, fact):
 def test_dflash_everywhere(facts, build, draft_length):
     argv = sglang_argv(wanted(draft_length=draft_length, draft_window=2 * draft_length,
                               attention_backend="flashinfer", mamba_strategy="extra_buffer",
-                              enable_metrics=True, max_running_requests=8),
+                              allow_mamba_extra_buffer=True, enable_metrics=True, max_running_requests=8),
                        facts[build], drafter=DRAFTER)
     flags = pairs(argv)
     assert flags["--speculative-algorithm"] == "DFLASH"
@@ -91,7 +96,7 @@ def test_dflash_full_line(facts):
         "--host", "127.0.0.1", "--port", "30000", "--tp-size", "1",
         "--speculative-algorithm", "DFLASH", "--speculative-draft-model-path", DRAFTER["path"],
         "--speculative-num-draft-tokens", "16", "--attention-backend", "flashinfer",
-        "--mem-fraction-static", "0.8", "--max-running-requests", "8", "--context-length", "32768",
+        "--mamba-radix-cache-strategy", "extra_buffer_lazy", "--mem-fraction-static", "0.8", "--max-running-requests", "8", "--context-length", "32768",
         "--enable-metrics", "--cuda-graph-max-bs-decode", "8"]
 
 
@@ -121,6 +126,30 @@ def test_ddtree_budget_follows_the_draft_length_or_the_variable(facts, draft_len
                                    facts["ddtree-pr29907"], DRAFTER)
     assert pairs(plan["argv"])["--speculative-ddtree-budget"] == str(served)
     assert plan["ddtree_budget"] == served and plan["draft_length"] == draft_length
+
+
+# Two builds whose parsers default differently: #29907 at its reviewed head has none (its worker
+# derives draft length - 1), the double's b32 revision declares 32 with limits 1 to 64.
+@pytest.mark.parametrize("build, default", [("ddtree-pr29907", 15), ("ddtree-pr29907-b32", 32)])
+def test_the_ddtree_budget_defaults_to_the_builds_own(facts, build, default):
+    assert facts[build]["ddtree_budget"]["default"] == (None if build == "ddtree-pr29907" else 32)
+    for budget in (None, 0):
+        plan = sglang_speculative_plan(wanted(algorithm="ddtree", draft_length=16, ddtree_budget=budget),
+                                       facts[build], DRAFTER)
+        assert plan["ddtree_budget"] == default
+        assert pairs(plan["argv"])["--speculative-ddtree-budget"] == str(default)
+
+
+def test_the_ddtree_budget_is_held_to_the_builds_limits(facts):
+    fact = facts["ddtree-pr29907-b32"]
+    assert fact["ddtree_budget"] == {"default": 32, "minimum": 1, "maximum": 64}
+    assert sglang_speculative_plan(wanted(algorithm="ddtree", ddtree_budget=64), fact, DRAFTER)["ddtree_budget"] == 64
+    with pytest.raises(AnsibleFilterError, match=r"ddtree_budget\) 65 lies outside what SGLang 0.5.23 accepts "
+                                                 r"for --speculative-ddtree-budget \(1 to 64\)"):
+        sglang_argv(wanted(algorithm="ddtree", ddtree_budget=65), fact, DRAFTER)
+    # Without declared limits, the filter's own bound holds.
+    assert sglang_speculative_plan(wanted(algorithm="ddtree", ddtree_budget=65), facts["ddtree-pr29907"],
+                                   DRAFTER)["ddtree_budget"] == 65
 
 
 # The budget equal to the default (both inventories set 15 for draft length 16) is what the fork
@@ -213,12 +242,68 @@ def test_block_size_alias_when_num_draft_tokens_is_missing(facts):
 
 
 def test_mamba_auto_needs_the_new_flag(facts):
-    assert pairs(sglang_argv(wanted(mamba_strategy="auto"), facts["0.5.23"], DRAFTER))[
+    assert pairs(sglang_argv(wanted(mamba_strategy="auto", algorithm="none"), facts["0.5.23"], DRAFTER))[
         "--mamba-radix-cache-strategy"] == "auto"
     with pytest.raises(AnsibleFilterError, match="set mamba_strategy extra_buffer"):
         sglang_argv(wanted(mamba_strategy="auto"), facts["v0.5.13"], DRAFTER)
     with pytest.raises(AnsibleFilterError, match="is not accepted by SGLang 0.5.23"):
-        sglang_argv(wanted(mamba_strategy="everything"), facts["0.5.23"], DRAFTER)
+        sglang_argv(wanted(mamba_strategy="everything", algorithm="none"), facts["0.5.23"], DRAFTER)
+
+
+@pytest.mark.parametrize("algorithm", ["dflash", "ddtree"])
+@pytest.mark.parametrize("build", LAZY_WITH_SPECULATION)
+def test_speculation_gets_extra_buffer_lazy_where_the_build_takes_it(facts, build, algorithm):
+    if algorithm == "ddtree" and not facts[build]["ddtree"]:
+        return  # no DDTree on this build: covered by the DFLASH case
+    plan = sglang_speculative_plan(wanted(algorithm=algorithm), facts[build], DRAFTER)
+    assert pairs(plan["argv"])["--mamba-radix-cache-strategy"] == "extra_buffer_lazy"
+    assert "--disable-radix-cache" not in plan["argv"]
+    assert plan["mamba"]["strategy"] == "extra_buffer_lazy" and plan["mamba"]["radix_cache"] is True
+    assert "issue 36537" in plan["mamba"]["why"] and "pull request 34763" in plan["mamba"]["why"]
+    assert_all_accepted(plan["argv"], facts[build])
+
+
+@pytest.mark.parametrize("build, algorithm", [(b, "dflash") for b in LAZY_REFUSED] + [("ddtree-pr29907-early", "ddtree")])
+def test_a_build_that_refuses_lazy_with_speculation_serves_without_the_radix_cache(facts, build, algorithm):
+    plan = sglang_speculative_plan(wanted(algorithm=algorithm), facts[build], DRAFTER)
+    flags = pairs(plan["argv"])
+    assert flags["--disable-radix-cache"] is True
+    assert not {"--mamba-radix-cache-strategy", "--mamba-scheduler-strategy"} & set(flags)
+    assert plan["mamba"] == {"strategy": None, "radix_cache": False, "why": plan["mamba"]["why"]}
+    why = plan["mamba"]["why"]
+    assert why.startswith("radix cache off: SGLang %s refuses extra_buffer_lazy" % facts[build]["version"]), why
+    assert "issue 36537" in why and "pull request 34763" in why
+    assert_all_accepted(plan["argv"], facts[build])
+    # Asked for explicitly, the server would assert at start: refused before anything changes.
+    with pytest.raises(AnsibleFilterError, match="refuses mamba_strategy extra_buffer_lazy together with"):
+        sglang_argv(wanted(algorithm=algorithm, mamba_strategy="extra_buffer_lazy"), facts[build], DRAFTER)
+
+
+@pytest.mark.parametrize("strategy", ["extra_buffer", "auto"])
+@pytest.mark.parametrize("build", ["0.5.14", "0.5.23", "ddtree-pr29907"])
+def test_the_corrupting_combination_is_refused_without_the_override(facts, build, strategy):
+    if strategy == "auto" and build == "v0.5.13":
+        return
+    with pytest.raises(AnsibleFilterError) as failure:
+        sglang_argv(wanted(mamba_strategy=strategy), facts[build], DRAFTER)
+    message = str(failure.value)
+    assert "mamba_strategy) %s with the radix cache and speculative decoding corrupts" % strategy in message
+    assert "SGLang issue 36537" in message and "sglang_service_mamba_extra_buffer_override" in message
+    plan = sglang_speculative_plan(wanted(mamba_strategy=strategy, allow_mamba_extra_buffer=True), facts[build], DRAFTER)
+    assert pairs(plan["argv"])["--mamba-radix-cache-strategy"] == strategy
+    assert "kept by sglang_service_mamba_extra_buffer_override" in plan["mamba"]["why"]
+    # Without the radix cache, or without speculation, extra_buffer corrupts nothing.
+    for config in (wanted(mamba_strategy=strategy, extra_args=["--disable-radix-cache"]),
+                   wanted(mamba_strategy=strategy, algorithm="none")):
+        plan = sglang_speculative_plan(config, facts[build], DRAFTER)
+        assert pairs(plan["argv"])["--mamba-radix-cache-strategy"] == strategy and plan["mamba"]["why"] is None
+
+
+def test_no_speculation_leaves_the_servers_strategy(facts):
+    plan = sglang_speculative_plan(wanted(algorithm="none"), facts["0.5.23"], DRAFTER)
+    assert not [a for a in plan["argv"] if "mamba" in a or "radix" in a]
+    assert plan["mamba"] == {"strategy": None, "radix_cache": True, "why": None}
+    assert plan["environment"] == {} and plan["drafter_context"] is None
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -260,6 +345,29 @@ def test_draft_length_above_the_trained_block_size(facts):
 def test_ddtree_configs_that_cannot_be_served(facts, overrides, message):
     with pytest.raises(AnsibleFilterError, match=message):
         sglang_argv(wanted(algorithm="ddtree", **overrides), facts["ddtree-pr29907"], DRAFTER)
+
+
+TARGET = {"path": "/srv/models/Qwen3.6-27B", "context_length": 262144}
+
+
+@pytest.mark.parametrize("drafter_context, context_length, overwrite", [
+    (32768, None, True),      # the target's 262144 served, the drafter declares less
+    (32768, 32768, False),    # a served context within the drafter's
+    (262144, None, False),
+    (None, None, True),       # the drafter's declared context is not recorded
+])
+def test_a_drafter_declaring_a_shorter_context_gets_the_overwrite(facts, drafter_context, context_length, overwrite):
+    drafter = {"path": DRAFTER["path"], "dflash": {"block_size": 16, "context_length": drafter_context}}
+    plan = sglang_speculative_plan(wanted(context_length=context_length), facts["0.5.23"], drafter, TARGET)
+    assert plan["drafter_context"] == {"drafter": drafter_context, "served": context_length or 262144,
+                                       "overwrite": overwrite}
+    assert plan["environment"] == ({"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "1"} if overwrite else {})
+
+
+def test_a_context_above_the_targets_is_refused(facts):
+    # With the overwrite set SGLang would only warn about it for the target too.
+    with pytest.raises(AnsibleFilterError, match="context_length 300000 exceeds the 262144 tokens the target declares"):
+        sglang_argv(wanted(context_length=300000), facts["0.5.23"], DRAFTER, TARGET)
 
 
 def test_tensor_parallel_within_the_gpus(facts):

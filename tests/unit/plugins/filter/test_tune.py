@@ -60,3 +60,15 @@ def test_nothing_served_is_an_error_naming_each_failure():
 def test_unknown_metric_is_refused():
     with pytest.raises(AnsibleFilterError, match="metric"):
         tune_table(CONFIGS, metric="ttft")
+
+
+def test_a_missed_latency_objective_still_ranks_and_shows_goodput():
+    late = bench(900.0, 9000.0, 11.0, passed=False)
+    late["gates"] = [{"name": "decode_tps_c1", "passed": True}, {"name": "ttft_p99_s", "passed": False}]
+    late["levels"][1]["goodput"] = 1.25
+    table = tune_table(CONFIGS[:2] + [dict(CONFIGS[2], bench=late)])
+    assert table["best"]["name"] == CONFIGS[2]["name"] and "error" not in table["rows"][0]
+    assert table["rows"][0]["goodput_cn"] == 1.25 and "1.25/s" in table["lines"][1]
+    late["gates"].append({"name": "output_tps_c8", "passed": False})
+    assert tune_table(CONFIGS[:2] + [dict(CONFIGS[2], bench=late)])["rows"][-1]["error"] == \
+        "benchmark gates failed: output_tps_c8"

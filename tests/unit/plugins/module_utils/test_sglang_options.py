@@ -108,3 +108,64 @@ def test_real_window_and_mamba_flag_names(release, window, old_window, mamba, ol
     assert ("--speculative-dflash-draft-window-size" in options) is old_window
     assert ("--mamba-radix-cache-strategy" in options) is mamba
     assert ("--mamba-scheduler-strategy" in options) is old_mamba
+
+
+# The validator sources as the releases hold them (abridged to the lines that decide): the
+# assert of 0.5.14 to 0.5.16, the DFLASH assert of 0.5.17, and what 0.5.18 on keeps after
+# SGLang pull request 34763.
+VALIDATOR_0_5_14 = '''    def _validate_mamba_extra_buffer(self, model_arch: str):
+        if self.speculative_num_draft_tokens is not None:
+            assert (
+                not self.enable_mamba_extra_buffer_lazy()
+            ), "extra_buffer_lazy unsupported with spec."
+'''
+VALIDATOR_0_5_17 = '''        if view.mamba_radix_cache_strategy == "extra_buffer_lazy":
+            algo = (view.speculative_algorithm or "").upper()
+            assert algo != "DFLASH", (
+                f"extra_buffer_lazy unsupported with {view.speculative_algorithm}; "
+'''
+VALIDATOR_0_5_19 = '''def validate_mamba_extra_buffer(view, model_arch: str, *, mamba_cache_chunk_size_of):
+    if view.mamba_radix_cache_strategy == "extra_buffer_lazy":
+        assert view.disaggregation_mode == "null", (
+            "extra_buffer_lazy unsupported under PD disaggregation; use "
+'''
+LAZY_CHOICES = {"--mamba-radix-cache-strategy": ["auto", "extra_buffer", "extra_buffer_lazy", "no_buffer"]}
+
+
+@pytest.mark.parametrize("source, choices, verdict", [
+    (VALIDATOR_0_5_14, LAZY_CHOICES, False),
+    (VALIDATOR_0_5_17, LAZY_CHOICES, False),
+    (VALIDATOR_0_5_19, LAZY_CHOICES, True),
+    (None, LAZY_CHOICES, None),  # the validator could not be read
+    (VALIDATOR_0_5_19, {"--mamba-scheduler-strategy": ["auto", "extra_buffer", "no_buffer"]}, None),  # 0.5.9
+])
+def test_extra_buffer_lazy_with_speculation_is_read_from_the_validator(source, choices, verdict):
+    fact = accepted(report(choices=choices, mamba_validator=source))
+    assert fact["mamba_lazy_with_speculation"] is verdict
+
+
+@pytest.mark.parametrize("release, verdict", [("0.5.9", None), ("0.5.14", False), ("0.5.19", True),
+                                              ("0.5.21", True), ("0.5.23", True)])
+def test_real_releases_lazy_verdicts(release, verdict):
+    # Checked against each release's own validator run by tests/integration/test_argv_real_parser.py.
+    assert real(release)["mamba_lazy_with_speculation"] is verdict
+    assert real(release)["ddtree_budget"] is None
+
+
+@pytest.mark.parametrize("options, choices, defaults, budget", [
+    (["--model-path"], {}, {}, None),
+    (["--model-path", "--speculative-ddtree-budget"], {}, {"--speculative-ddtree-budget": None},
+     {"default": None, "minimum": 1, "maximum": None}),
+    (["--model-path", "--speculative-ddtree-budget"], {"--speculative-ddtree-budget": [str(n) for n in range(4, 65)]},
+     {"--speculative-ddtree-budget": 32}, {"default": 32, "minimum": 4, "maximum": 64}),
+])
+def test_the_ddtree_budget_default_and_limits_come_from_the_parser(options, choices, defaults, budget):
+    assert accepted(report(options=options, choices=choices, defaults=defaults))["ddtree_budget"] == budget
+
+
+@pytest.mark.parametrize("profile", sorted(double.PROFILES))
+def test_double_profiles_declare_their_budget_and_lazy_verdict(tmp_path, profile):
+    truth = double.PROFILES[profile]
+    fact = double.parser_fact(double.install(profile, tmp_path))
+    assert fact["ddtree_budget"] == (truth["ddtree_budget"] if truth["ddtree"] == "algorithm" else None)
+    assert fact["mamba_lazy_with_speculation"] is (truth["mamba_lazy"] == "accepted")

@@ -205,6 +205,21 @@ def test_target_layer_count_is_read_from_the_top_level_or_text_config():
         w.target_facts({"model_type": "x"}, "t")
 
 
+@pytest.mark.parametrize("config, declared", [
+    ({"text_config": {"max_position_embeddings": 262144}}, 262144),  # Qwen3.6 keeps it in text_config
+    ({"max_position_embeddings": 32768, "rope_scaling": {"factor": 4.0, "rope_type": "yarn"}}, 131072),
+    ({"max_position_embeddings": 32768,
+      "rope_scaling": {"factor": 4.0, "original_max_position_embeddings": 8192}}, 32768),
+    ({"seq_length": 8192, "max_position_embeddings": 4096}, 8192),  # the first key SGLang looks at wins
+    ({}, 2048),  # SGLang's fallback
+])
+def test_the_declared_context_is_derived_as_sglang_derives_it(config, declared):
+    # get_context_length, python/sglang/srt/utils/hf_transformers/common.py of 0.5.23.
+    assert w.context_length(config) == declared
+    assert w.target_facts(dict(config, num_hidden_layers=4), "t")["context_length"] == declared
+    assert w.drafter_facts(dict(DRAFTER, **config), "d", 64)["context_length"] == declared
+
+
 def test_a_dflash_drafter_is_recognised_and_its_fields_reported():
     facts = w.drafter_facts(DRAFTER, "d", 64)
     assert facts["block_size"] == 16 and facts["target_layer_ids"] == [1, 16, 31, 46, 61]

@@ -273,3 +273,77 @@ def test_credentials_in_the_url_are_not_echoed(server, capsys):
     failed, result = run_module(dict(SMALL, url=server.url.replace("//", "//alice:s3cret@")), capsys)
     assert failed and "preflight: value GET %s/health: HTTP 503" % server.url in result["msg"]
     assert "s3cret" not in json.dumps(result) and "alice" not in json.dumps(result)
+
+
+def test_each_level_reports_tpot_e2e_and_request_throughput(server, capsys, tmp_path):
+    records = tmp_path / "requests.jsonl"
+    failed, result = run_module(dict(SMALL, url=server.url, records_path=str(records)), capsys)
+    assert not failed, result["msg"]
+    for level in result["result"]["levels"]:
+        for key in ("ttft_s", "tpot_s", "e2e_s"):
+            assert {"p50", "p95", "p99"} <= set(level[key]) and level[key]["count"] == level["successes"]
+        # bench_serving's TPOT: (e2e - ttft) / (n_out - 1), never above the request's own latency
+        assert 0 < level["tpot_s"]["max"] <= level["e2e_s"]["max"] / 24
+        assert level["request_throughput"] == pytest.approx(level["successes"] / level["wall_s"], rel=1e-3)
+    lines = [json.loads(line) for line in records.read_text().splitlines()]
+    assert len(lines) == 2 + 6 and result["records_file"] == {"path": str(records), "written": True, "records": 8}
+    assert {line["phase"] for line in lines} == {"concurrency_1", "concurrency_n"}
+    first = lines[0]
+    assert first["ok"] and first["output_tokens"] == 25
+    assert first["tpot_s"] == pytest.approx((first["e2e_s"] - first["ttft_s"]) / 24)
+
+
+def test_latency_objectives_gate_the_design_concurrency(server, capsys):
+    failed, result = run_module(dict(SMALL, url=server.url, max_ttft_p99_s=1e-9, max_tpot_p99_s=60), capsys)
+    assert failed
+    found = gates(result)
+    assert found["ttft_p99_s"]["passed"] is False and found["ttft_p99_s"]["floor"] == 1e-9
+    assert found["tpot_p99_s"]["passed"] is True
+    assert "ttft_p99_s" in result["msg"] and "tpot_p99_s" not in result["msg"]
+    assert result["result"]["parameters"]["max_ttft_p99_s"] == 1e-9
+    # Goodput counts the requests that meet every objective: none meets a TTFT of 1 ns.
+    assert all(level["goodput"] == 0 for level in result["result"]["levels"])
+    failed, result = run_module(dict(SMALL, url=server.url, max_tpot_p99_s=60), capsys)
+    assert not failed
+    for level in result["result"]["levels"]:
+        assert level["goodput"] == pytest.approx(level["request_throughput"])
+    failed, result = run_module(dict(SMALL, url=server.url), capsys)
+    assert all(level["goodput"] is None for level in result["result"]["levels"])
+    failed, result = run_module(dict(SMALL, url=server.url, max_tpot_p99_s=0), capsys)
+    assert failed and result["msg"] == "max_tpot_p99_s must be a positive number of seconds, got 0.0"
+
+
+@pytest.mark.parametrize("thinking", [False, True])
+def test_the_prompt_mode_is_explicit_and_recorded(server, capsys, thinking):
+    failed, result = run_module(dict(SMALL, url=server.url, thinking=thinking), capsys)
+    assert not failed, result["msg"]
+    mode = result["result"]["prompt_mode"]
+    assert mode["thinking"] is thinking and mode["prompt_set"] == "builtin" and mode["prompts"] == 8
+    chat = [r["payload"] for r in server.scenario.requests if r["path"] == "/v1/chat/completions"]
+    assert chat and all(p["chat_template_kwargs"] == {"enable_thinking": thinking} for p in chat)
+
+
+def test_a_site_prompt_file_is_used_in_order(server, capsys, tmp_path):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"prompt": "first site prompt"}\n\n{"prompt": "second site prompt", "id": 2}\n')
+    failed, result = run_module(dict(SMALL, url=server.url, prompts_path=str(prompts)), capsys)
+    assert not failed, result["msg"]
+    assert result["result"]["prompt_mode"]["prompt_set"] == str(prompts)
+    assert result["result"]["prompt_mode"]["prompts"] == 2
+    sent = {r["payload"]["messages"][0]["content"] for r in server.scenario.requests
+            if r["path"] == "/v1/chat/completions"}
+    sent |= {r["payload"]["text"] for r in server.scenario.requests if r["path"] == "/generate"}
+    assert sent == {"first site prompt", "second site prompt"}
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not json\n", "line 1 is not JSON"),
+    ('{"text": "x"}\n', 'line 1 has no non-empty "prompt" string'),
+    ("\n", "holds no prompt"),
+])
+def test_a_bad_prompt_file_is_refused_before_any_request(server, capsys, tmp_path, content, message):
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text(content)
+    failed, result = run_module(dict(SMALL, url=server.url, prompts_path=str(prompts)), capsys)
+    assert failed and message in result["msg"] and result["msg"].startswith("prompts_path: ")
+    assert not server.scenario.requests
