@@ -156,7 +156,8 @@ def prometheus_scrape_configs(hosts):
             continue
         found = sorted(paths.get(name, {("http", "/metrics")}))
         if len(found) > 1:
+            listed = ", ".join("%s://...%s" % f for f in found)
             raise MonitoringError("the %s endpoints differ in scheme or path (%s): one job cannot scrape them"
-                                     % (name, ", ".join("%s://...%s" % f for f in found)))
+                                  % (name, listed))
         configs.append(_job(name, jobs[name], scheme=found[0][0], path=found[0][1]))
     return configs

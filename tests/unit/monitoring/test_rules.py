@@ -31,13 +31,14 @@ def rendered(tmp_path_factory):
     """The rules directory as the role writes it, with its default variables."""
     out = tmp_path_factory.mktemp("monitoring")
     playbook = out / "render.yml"
-    playbook.write_text(yaml.safe_dump([{
-        "name": "Render the monitoring rules", "hosts": "localhost", "gather_facts": False,
-        "tasks": [{"name": "Write the rules", "ansible.builtin.include_role": {
+    tasks = [
+        {"name": "Write the rules", "ansible.builtin.include_role": {
             "name": "pro6000.inference.monitoring", "tasks_from": "rules.yml"}},
-                  # No Prometheus runs here to reload.
-                  {"name": "End before the handlers", "ansible.builtin.meta": "end_play"}],
-    }]))
+        # No Prometheus runs here to reload.
+        {"name": "End before the handlers", "ansible.builtin.meta": "end_play"},
+    ]
+    playbook.write_text(yaml.safe_dump([{
+        "name": "Render the monitoring rules", "hosts": "localhost", "gather_facts": False, "tasks": tasks}]))
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"),
                PATH=os.pathsep.join([str(pathlib.Path(promtool()).parent), str(pathlib.Path(sys.executable).parent),
                                      os.environ.get("PATH", "")]))
