@@ -1,4 +1,4 @@
-"""The rules role monitoring renders, checked and unit-tested with the real promtool.
+"""The rules and configuration role monitoring renders, checked and unit-tested with the real promtool.
 
 The rules are rendered by the role itself (tasks_from: rules.yml, which validates each file with
 `promtool check rules` before writing it), then `promtool test rules` runs alerts.test.yml
@@ -31,9 +31,19 @@ def rendered(tmp_path_factory):
     """The rules directory as the role writes it, with its default variables."""
     out = tmp_path_factory.mktemp("monitoring")
     playbook = out / "render.yml"
+    hosts = [{"host": "gpu1", "address": "10.0.0.11", "exporters": {"node": {"port": 9100}, "dcgm": {"port": 9400}},
+              "service": {"url": "http://127.0.0.1:8000",
+                          "gateway": {"metrics_url": "http://127.0.0.1:29000/metrics"},
+                          "replicas": [{"name": "0", "metrics_url": "http://127.0.0.1:30000/metrics"},
+                                       {"name": "1", "metrics_url": "http://127.0.0.1:30001/metrics"}]}}]
     tasks = [
         {"name": "Write the rules", "ansible.builtin.include_role": {
-            "name": "pro6000.inference.monitoring", "tasks_from": "rules.yml"}},
+            "name": "pro6000.inference.monitoring", "tasks_from": "rules.yml", "public": True}},
+        # The role's template and validation, with the role's defaults and a host's records.
+        {"name": "Write the configuration", "ansible.builtin.template": {
+            "src": str(REPO / "roles/monitoring/templates/prometheus.yml.j2"), "dest": str(out / "prometheus.yml"),
+            "mode": "0644", "validate": "promtool check config %s"},
+         "vars": {"__monitoring_scrape_configs": "{{ %s | pro6000.inference.prometheus_scrape_configs }}" % hosts}},
         # No Prometheus runs here to reload.
         {"name": "End before the handlers", "ansible.builtin.meta": "end_play"},
     ]
@@ -58,6 +68,14 @@ def test_promtool_accepts_the_rendered_rules(rendered):
     files = sorted(str(p) for p in (rendered / "rules").glob("*.yml"))
     assert len(files) == 2
     run = subprocess.run([promtool(), "check", "rules"] + files, capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_promtool_accepts_the_rendered_configuration(rendered):
+    config = yaml.safe_load((rendered / "prometheus.yml").read_text())
+    assert [job["job_name"] for job in config["scrape_configs"]] == ["node", "dcgm", "sglang", "smg"]
+    run = subprocess.run([promtool(), "check", "config", str(rendered / "prometheus.yml")], capture_output=True,
+                         text=True, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
 
 
