@@ -23,7 +23,7 @@ options:
     type: dict
     required: true
   weights_mount:
-    description: C(path) and C(mountpoint) of the weights directory, as filter P(pro6000.inference.mount_point#filter) returns them.
+    description: C(path) and C(mountpoint) of the weights directory (the mount point as C(findmnt --target) finds it).
     type: dict
 author:
   - pro6000.inference developers

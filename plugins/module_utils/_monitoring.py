@@ -2,14 +2,13 @@
 # Copyright: pro6000.inference developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Decisions of the monitoring roles: where exporters listen, what the last smoke result says as
-Prometheus metrics, which mount holds the weights, and what Prometheus scrapes. The filters of
+Prometheus metrics, and what Prometheus scrapes. The filters of
 the same names call these."""
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
-import posixpath
 from urllib.parse import urlsplit, urlunsplit
 
 
@@ -87,20 +86,6 @@ def smoke_textfile(result, weights_mount=None):
         lines += _sample("weights_directory_info", 1, "The weights directory and the mount point that holds it.",
                          {"path": weights_mount["path"], "mountpoint": weights_mount["mountpoint"]})
     return "\n".join(lines) + "\n" if lines else ""
-
-
-def mount_point(path, mounts):
-    """The mount (from ansible_facts.mounts) holding ``path``: the longest mount point above it."""
-    path = posixpath.normpath(path)
-    best = None
-    for mount in mounts or []:
-        point = mount.get("mount", "")
-        if path == point or path.startswith(point.rstrip("/") + "/"):
-            if best is None or len(point) > len(best):
-                best = point
-    if best is None:
-        raise MonitoringError("no mount holds %s" % path)
-    return {"path": path, "mountpoint": best}
 
 
 def _retarget(url, address):

@@ -1,4 +1,4 @@
-"""The monitoring roles' decisions: listen address, smoke textfile, weights mount, scrape jobs."""
+"""The monitoring roles' decisions: listen address, smoke textfile, scrape jobs."""
 import json
 import pathlib
 import subprocess
@@ -65,13 +65,6 @@ def test_no_result_and_no_mount_writes_nothing():
     assert monitoring.smoke_textfile({}) == ""
     with pytest.raises(monitoring.MonitoringError):
         monitoring.smoke_textfile({"levels": []})
-
-
-def test_the_weights_mount_is_the_longest_prefix():
-    mounts = [{"mount": "/"}, {"mount": "/srv"}, {"mount": "/srv/models2"}]
-    assert monitoring.mount_point("/srv/models/", mounts) == {"path": "/srv/models", "mountpoint": "/srv"}
-    assert monitoring.mount_point("/srv", mounts)["mountpoint"] == "/srv"
-    assert monitoring.mount_point("/opt", mounts)["mountpoint"] == "/"
 
 
 SERVICE = {
