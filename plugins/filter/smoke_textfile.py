@@ -49,7 +49,7 @@ from ansible_collections.pro6000.inference.plugins.module_utils import _monitori
 
 def smoke_textfile(result, weights_mount=None):
     try:
-        return _monitoring.smoke_textfile(result, weights_mount=None)
+        return _monitoring.smoke_textfile(result, weights_mount)
     except _monitoring.MonitoringError as exc:
         raise AnsibleFilterError("smoke_textfile: %s" % exc) from exc
 

@@ -105,3 +105,9 @@ def test_a_record_from_before_replicas_is_one_replica():
 def test_a_host_listed_twice_is_refused():
     with pytest.raises(monitoring.MonitoringError):
         monitoring.prometheus_scrape_configs([{"host": "h"}, {"host": "h"}])
+
+
+def test_the_filter_passes_the_weights_mount_on():
+    from ansible_collections.pro6000.inference.plugins.filter.smoke_textfile import smoke_textfile
+    text = smoke_textfile({}, {"path": "/srv/models", "mountpoint": "/"})
+    assert 'pro6000_smoke_weights_directory_info{mountpoint="/",path="/srv/models"} 1.0' in text
