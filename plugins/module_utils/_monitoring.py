@@ -123,6 +123,9 @@ def prometheus_scrape_configs(hosts):
             # A record from before replicas: one server, its /metrics on its own port.
             replicas = [{"name": "0", "metrics_url": service["url"].rstrip("/") + "/metrics"}]
         for replica in replicas or []:
+            if not replica.get("metrics_url"):
+                # Metrics disabled on this replica (sglang_service_enable_metrics: false): nothing to scrape.
+                continue
             parts, url = _retarget(replica["metrics_url"], address)
             paths.setdefault("sglang", set()).add((parts.scheme, parts.path or "/metrics"))
             jobs["sglang"].append({"targets": [urlsplit(url).netloc],

@@ -102,6 +102,11 @@ def test_a_record_from_before_replicas_is_one_replica():
                      "static_configs": [{"targets": ["[::1]:30000"], "labels": {"host": "h", "replica": "0"}}]}]
 
 
+def test_replicas_without_metrics_are_not_scraped():
+    service = dict(SERVICE, gateway=None, replicas=[dict(SERVICE["replicas"][0], metrics_url=None)])
+    assert monitoring.prometheus_scrape_configs([{"host": "h", "address": "10.0.0.1", "service": service}]) == []
+
+
 def test_a_host_listed_twice_is_refused():
     with pytest.raises(monitoring.MonitoringError):
         monitoring.prometheus_scrape_configs([{"host": "h"}, {"host": "h"}])
