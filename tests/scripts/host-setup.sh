@@ -14,6 +14,24 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
+# promtool for the rule tests (tests/unit/monitoring): the distribution's prometheus package,
+# unpacked into the checkout rather than installed, so that no Prometheus starts on this machine.
+top=$(cd "$(dirname "$0")/../.." && pwd)
+if ! command -v promtool >/dev/null 2>&1 && [ ! -x "$top/.cache/prometheus/usr/bin/promtool" ]; then
+  echo "unpacking promtool from the prometheus package"
+  work=$(mktemp -d)
+  cd "$work"
+  if ! apt-get download -q prometheus >/dev/null 2>&1; then
+    apt-get update -qq
+    apt-get download -q prometheus >/dev/null
+  fi
+  cd "$top"
+  mkdir -p "$top/.cache"
+  dpkg-deb -x "$work"/prometheus_*.deb "$work/root"
+  rm -rf "$top/.cache/prometheus" && mv "$work/root" "$top/.cache/prometheus"
+  rm -rf "$work"
+fi
+
 if ! docker info >/dev/null 2>&1; then
   echo "starting dockerd"
   nohup dockerd >/var/log/dockerd.log 2>&1 &

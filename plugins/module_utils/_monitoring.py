@@ -1,0 +1,151 @@
+# -*- coding: utf-8 -*-
+# Copyright: pro6000.inference developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Decisions of the monitoring roles: where exporters listen, what the last smoke result says as
+Prometheus metrics, and what Prometheus scrapes. The filters of
+the same names call these."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from urllib.parse import urlsplit, urlunsplit
+
+
+# Metric names of the smoke result (node exporter textfile collector), one per gate of
+# module sglang_bench: the gate names it writes (decode_tps_c1, output_tps_c<N>, acceptance_length).
+SMOKE_PREFIX = "pro6000_smoke_"
+LOOPBACK_NAMES = ("localhost",)
+
+
+class MonitoringError(ValueError):
+    """Input the monitoring roles cannot work from; the message says which and why."""
+
+
+def _is_loopback(address):
+    if address in LOOPBACK_NAMES:
+        return True
+    try:
+        network = ipaddress.ip_network(address, strict=False)
+    except ValueError as exc:
+        raise MonitoringError("scraper %r is neither an IP address nor a network: %s" % (address, exc)) from exc
+    return network.is_loopback
+
+
+def metrics_listen_address(scrapers):
+    if not scrapers:
+        raise MonitoringError("the list of scrapers is empty: name the monitoring host's address (or 127.0.0.1)")
+    return "127.0.0.1" if all(_is_loopback(str(s)) for s in scrapers) else "0.0.0.0"
+
+
+def _sample(name, value, help_text, labels=None):
+    label_text = ""
+    if labels:
+        label_text = "{%s}" % ",".join('%s="%s"' % (k, str(v).replace("\\", "\\\\").replace('"', '\\"'))
+                                       for k, v in sorted(labels.items()))
+    return ["# HELP %s%s %s" % (SMOKE_PREFIX, name, help_text), "# TYPE %s%s gauge" % (SMOKE_PREFIX, name),
+            "%s%s%s %s" % (SMOKE_PREFIX, name, label_text, repr(float(value)))]
+
+
+def smoke_textfile(result, weights_mount=None):
+    """The node exporter textfile for the last smoke result (and the weights directory's mount).
+
+    Floors of 0 or none are not written: an alert that compares against a floor then has
+    nothing to compare with, as the gate had nothing to gate on."""
+    lines = []
+    if result:
+        if not isinstance(result, dict) or "gates" not in result:
+            raise MonitoringError("the smoke result is not a sglang_bench document (no gates): %r" % (result,))
+        gates = {gate.get("name"): gate for gate in result.get("gates") or []}
+        passed = all(gate.get("passed") is not False for gate in gates.values())
+        lines += _sample("passed", 1 if passed and gates else 0, "Whether every gate of the last smoke benchmark passed.")
+        params = result.get("parameters") or {}
+        if params.get("concurrency"):
+            lines += _sample("concurrency", params["concurrency"], "Concurrency of the last smoke benchmark's throughput level.")
+        figures = {"decode_tps": "decode_tps_c1", "acceptance_length": "acceptance_length"}
+        output = [name for name in gates if str(name).startswith("output_tps_c")]
+        if output:
+            figures["output_tps"] = output[0]
+        helps = {"decode_tps": "median per-stream decode tok/s at concurrency 1",
+                 "output_tps": "aggregate output tok/s at the smoke concurrency",
+                 "acceptance_length": "speculative acceptance length"}
+        for metric, gate_name in sorted(figures.items()):
+            gate = gates.get(gate_name)
+            if not gate:
+                continue
+            if isinstance(gate.get("value"), (int, float)) and not isinstance(gate.get("value"), bool):
+                lines += _sample(metric, gate["value"], "Last smoke benchmark: %s." % helps[metric])
+            floor = gate.get("floor")
+            if isinstance(floor, (int, float)) and not isinstance(floor, bool) and floor > 0:
+                lines += _sample(metric + "_floor", floor, "Smoke gate floor: %s." % helps[metric])
+        finished = result.get("finished_at") or result.get("started_at")
+        if result.get("started_at"):
+            stamp = datetime.datetime.fromisoformat(str(finished).replace("Z", "+00:00")).timestamp()
+            lines += _sample("timestamp_seconds", stamp, "When the last smoke benchmark ran (Unix time).")
+    if weights_mount:
+        lines += _sample("weights_directory_info", 1, "The weights directory and the mount point that holds it.",
+                         {"path": weights_mount["path"], "mountpoint": weights_mount["mountpoint"]})
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def _retarget(url, address):
+    """``url`` as the monitoring host reaches it: the host part replaced by ``address``."""
+    parts = urlsplit(url)
+    host = "[%s]" % address if ":" in address else address
+    return parts, urlunsplit((parts.scheme, "%s:%d" % (host, parts.port), parts.path or "/metrics", "", ""))
+
+
+def _job(name, targets, scheme="http", path="/metrics"):
+    return {"job_name": name, "scheme": scheme, "metrics_path": path, "static_configs": targets}
+
+
+def prometheus_scrape_configs(hosts):
+    """Scrape jobs from each host's recorded facts.
+
+    ``hosts``: list of {host, address, exporters (ansible_local.metrics_exporters),
+    service (ansible_local.sglang_service)}; either record may be missing (a host not deployed
+    yet): its jobs are left out. Every target carries ``host``; replicas also ``replica``.
+    """
+    jobs = {"node": [], "dcgm": [], "sglang": [], "smg": []}
+    paths = {}
+    seen = set()
+    for entry in hosts:
+        host, address = entry["host"], entry.get("address") or entry["host"]
+        exporters = entry.get("exporters") or {}
+        for job in ("node", "dcgm"):
+            port = (exporters.get(job) or {}).get("port")
+            if port:
+                jobs[job].append({"targets": ["%s:%d" % (address, int(port))] if ":" not in address
+                                  else ["[%s]:%d" % (address, int(port))], "labels": {"host": host}})
+        service = entry.get("service") or {}
+        replicas = service.get("replicas")
+        if replicas is None and service.get("url"):
+            # A record from before replicas: one server, its /metrics on its own port.
+            replicas = [{"name": "0", "metrics_url": service["url"].rstrip("/") + "/metrics"}]
+        for replica in replicas or []:
+            if not replica.get("metrics_url"):
+                # Metrics disabled on this replica (sglang_service_enable_metrics: false): nothing to scrape.
+                continue
+            parts, url = _retarget(replica["metrics_url"], address)
+            paths.setdefault("sglang", set()).add((parts.scheme, parts.path or "/metrics"))
+            jobs["sglang"].append({"targets": [urlsplit(url).netloc],
+                                   "labels": {"host": host, "replica": str(replica["name"])}})
+        gateway = service.get("gateway")
+        if gateway and gateway.get("metrics_url"):
+            parts, url = _retarget(gateway["metrics_url"], address)
+            paths.setdefault("smg", set()).add((parts.scheme, parts.path or "/metrics"))
+            jobs["smg"].append({"targets": [urlsplit(url).netloc], "labels": {"host": host}})
+        if host in seen:
+            raise MonitoringError("host %s is listed twice" % host)
+        seen.add(host)
+    configs = []
+    for name in ("node", "dcgm", "sglang", "smg"):
+        if not jobs[name]:
+            continue
+        found = sorted(paths.get(name, {("http", "/metrics")}))
+        if len(found) > 1:
+            listed = ", ".join("%s://...%s" % f for f in found)
+            raise MonitoringError("the %s endpoints differ in scheme or path (%s): one job cannot scrape them"
+                                  % (name, listed))
+        configs.append(_job(name, jobs[name], scheme=found[0][0], path=found[0][1]))
+    return configs
