@@ -144,7 +144,7 @@ def test_a_flood_of_unauthorised_requests_takes_nothing_from_an_authorised_one(c
         warm = await carol.say(chat["room"], f"{BOT}: bench pro6000-99")
         await carol.wait_for_reply(warm, "refused: unknown host")
         flood = await asyncio.gather(*(mallory.say(chat["room"], f"{BOT}: deploy pro6000-01")
-                                       for _ in range(30)))
+                                       for _request in range(30)))
         deploy = await alice.say(chat["room"], f"{BOT}: deploy pro6000-01")
         summary = await alice.wait_for_reply(deploy, "deploy pro6000-01: ", timeout=120)
         for event in flood:
@@ -187,7 +187,7 @@ def test_a_flood_larger_than_one_sync_hides_no_request(chat, bot):
         bot.process.send_signal(signal.SIGSTOP)
         try:
             deploy = await alice.say(chat["room"], f"{BOT}: deploy pro6000-01")
-            flood = await asyncio.gather(*(mallory.say(chat["room"], f"{BOT}: status") for _ in range(70)))
+            flood = await asyncio.gather(*(mallory.say(chat["room"], f"{BOT}: status") for _request in range(70)))
         finally:
             bot.process.send_signal(signal.SIGCONT)
         summary = await alice.wait_for_reply(deploy, "deploy pro6000-01: ", timeout=180)

@@ -74,7 +74,7 @@ def both_escaped(out, host: str, tag: str) -> list[int]:
 
 
 def test_cancel_stops_the_processes_that_lost_the_marker(escaping):
-    config_path, out, _, tag = escaping
+    config_path, out, _log, tag = escaping
     ops = ChatOps(load_config(config_path))
     replies = []
     worker = threading.Thread(target=lambda: replies.append(ops.handle("alice", "deploy pro6000-02")))
@@ -136,7 +136,7 @@ def test_after_a_keeper_is_killed_the_next_deploy_starts_once_its_processes_are_
 
 
 def test_a_bot_that_starts_after_a_keeper_was_killed_stops_what_it_left(escaping):
-    config_path, out, _, tag = escaping
+    config_path, out, _log, tag = escaping
     run = killed_mid_deploy(config_path, out, "pro6000-01", tag)[1]
 
     ops = ChatOps(load_config(config_path))  # the bot, started again

@@ -241,7 +241,7 @@ class MatrixAdapter(ChatAdapter):
         if not timeline.limited or since is None:
             return events
         older, start = [], timeline.prev_batch
-        for _ in range(_BACKFILL_PAGES):
+        for _page in range(_BACKFILL_PAGES):
             response = await self._client.room_messages(room_id, start=start, end=since, limit=100,
                                                         message_filter={"types": ["m.room.message"]})
             if isinstance(response, RoomMessagesError):
