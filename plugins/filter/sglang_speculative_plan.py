@@ -148,8 +148,8 @@ EXAMPLES = r"""
   ansible.builtin.set_fact:
     __sglang_service_plan: >-
       {{ __sglang_service_wanted
-         | pro6000.inference.sglang_speculative_plan(ansible_local.sglang,
-             drafter=ansible_local.model_weights.models.drafter) }}
+         | pro6000.inference.sglang_speculative_plan(ansible_facts['ansible_local'].sglang,
+             drafter=ansible_facts['ansible_local'].model_weights.models.drafter) }}
   vars:
     __sglang_service_wanted:
       model_path: /srv/models/Qwen3.6-27B
@@ -163,7 +163,7 @@ EXAMPLES = r"""
       port: 30000
       enable_metrics: true
 
-# With ansible_local.sglang.ddtree == "algorithm" the result is:
+# With ansible_facts['ansible_local'].sglang.ddtree == "algorithm" the result is:
 # {"algorithm": "ddtree", "draft_length": 16, "ddtree_budget": 15, "fallback": false, "note": null,
 #  "argv": ["--model-path", "/srv/models/Qwen3.6-27B", "--host", "127.0.0.1", "--port", "30000",
 #           "--tp-size", "1", "--speculative-algorithm", "DDTREE",
