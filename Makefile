@@ -8,13 +8,18 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections
 # Longest first (as measured on 2 cores), so that a long one does not start last.
 SCENARIOS := default sglang_service sglang cuda_toolkit rolling monitoring nvidia_driver \
 	model_weights_failures model_weights nvidia_driver_guards chatops_bot harness
-ifneq ($(sort $(SCENARIOS)),$(sort $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
-$(error SCENARIOS in the Makefile must list every directory under molecule/ with a molecule.yml)
+# Run by a stage of their own: execution_environment by tests/scripts/ee.sh, once the image exists.
+STAGE_SCENARIOS := execution_environment
+ifneq ($(sort $(SCENARIOS) $(STAGE_SCENARIOS)),$(sort $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
+$(error SCENARIOS and STAGE_SCENARIOS in the Makefile must list every directory under molecule/ with a molecule.yml)
 endif
+# galaxy-importer and antsibull-changelog: their pins do not resolve with the main toolchain's.
+GALAXY_VENV := .cache/venv-galaxy
 
-.PHONY: test venv host image lint sanity unit integration molecule lab lab-down build clean
+.PHONY: test venv galaxy-venv host image lint sanity unit integration molecule newest ee galaxy \
+	lab lab-down build clean
 
-test: venv host image
+test: venv galaxy-venv host image
 	tests/scripts/run-all.sh $(SCENARIOS)
 
 $(BIN)/activate: requirements.txt
@@ -24,6 +29,13 @@ $(BIN)/activate: requirements.txt
 
 venv: $(BIN)/activate
 
+$(GALAXY_VENV)/bin/activate: tests/requirements-galaxy.txt
+	python3 -m venv $(GALAXY_VENV)
+	$(GALAXY_VENV)/bin/pip install -q -r tests/requirements-galaxy.txt
+	touch $@
+
+galaxy-venv: $(GALAXY_VENV)/bin/activate
+
 host:
 	tests/scripts/host-setup.sh
 
@@ -31,7 +43,7 @@ image: host
 	tests/images/build.sh
 
 lint: venv
-	ansible-lint --profile production
+	tests/scripts/lint.sh
 
 sanity: venv
 	tests/scripts/sanity.sh
@@ -41,6 +53,20 @@ unit: venv
 
 integration: venv
 	python -m pytest tests/integration -q
+
+# The newest ansible-core line (2.21 on Python 3.13) from a controller image of its own:
+# sanity, unit tests and the cuda_toolkit scenario (tests/scripts/newest-lane.sh).
+newest: host
+	tests/scripts/newest-lane.sh
+
+# The execution environment: built from execution-environment.yml, checked, and smoke.yml run
+# in it through ansible-navigator (tests/scripts/ee.sh).
+ee: venv host image
+	tests/scripts/ee.sh
+
+# antsibull-changelog lint and galaxy-importer on the built tarball, offline.
+galaxy: galaxy-venv
+	tests/scripts/galaxy-check.sh
 
 # make molecule S=harness runs one scenario; without S, all of them.
 molecule: venv host image

@@ -175,8 +175,8 @@ EXAMPLES = r"""
   ansible.builtin.set_fact:
     __sglang_service_plan: >-
       {{ __sglang_service_wanted
-         | pro6000.inference.sglang_speculative_plan(ansible_local.sglang,
-             drafter=ansible_local.model_weights.models.drafter) }}
+         | pro6000.inference.sglang_speculative_plan(ansible_facts['ansible_local'].sglang,
+             drafter=ansible_facts['ansible_local'].model_weights.models.drafter) }}
   vars:
     __sglang_service_wanted:
       model_path: /srv/models/Qwen3.6-27B
@@ -190,7 +190,7 @@ EXAMPLES = r"""
       port: 30000
       enable_metrics: true
 
-# With ansible_local.sglang.ddtree == "algorithm", ddtree_budget.default null and
+# With ansible_facts['ansible_local'].sglang.ddtree == "algorithm", ddtree_budget.default null and
 # mamba_lazy_with_speculation true (a build with pull request 34763), and a drafter record that
 # declares no context, the result is:
 # {"algorithm": "ddtree", "draft_length": 16, "ddtree_budget": 15, "fallback": false, "note": null,

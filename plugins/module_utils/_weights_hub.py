@@ -60,7 +60,9 @@ def run_helper(python, request, env, lock_fd=None):
     if not os.access(python, os.X_OK):
         raise WeightsError("the hub client interpreter %s does not exist: install huggingface_hub first" % python)
     request = dict(request, parent_pid=os.getpid())
-    proc = subprocess.Popen(
+    # subprocess rather than run_command: the helper gets the lock's descriptor (pass_fds) and a
+    # session of its own (start_new_session), which run_command cannot give.
+    proc = subprocess.Popen(  # pylint: disable=ansible-bad-function
         [python, "-c", HELPER_SOURCE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         env=env, universal_newlines=True, start_new_session=True,
         pass_fds=(lock_fd,) if lock_fd is not None else (),

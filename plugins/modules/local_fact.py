@@ -12,7 +12,7 @@ version_added: 0.1.0
 description:
   - Writes O(facts) as JSON to C(<fact_path>/<name>.fact), creating O(fact_path) when it is
     missing, then reads every local fact file back the way M(ansible.builtin.setup) does, so that
-    C(ansible_local.<name>) holds what the host now records.
+    C(ansible_facts['ansible_local'][<name>]) holds what the host now records.
   - One module run instead of three (create the directory, copy the file, gather the local
     facts again). Each role of this collection records what it did this way for the roles that
     follow.
@@ -66,7 +66,7 @@ EXAMPLES = r"""
 
 - name: Use them right away
   ansible.builtin.debug:
-    msg: "{{ ansible_local.cuda_toolkit.cuda_home }}"
+    msg: "{{ ansible_facts['ansible_local'].cuda_toolkit.cuda_home }}"
 """
 
 RETURN = r"""

@@ -117,9 +117,10 @@ from ansible_collections.pro6000.inference.plugins.module_utils._sglang_options 
     describe_parser_code,
 )
 
-# No warnings on stdout and a fixed hash seed: some choice lists are sets.
+# No warnings on stdout and a fixed hash seed: some choice lists are sets. Unbuffered, so that
+# what a build that dies without a report printed before it died reaches the error message.
 ENVIRONMENT = {"PYTHONWARNINGS": "ignore", "PYTHONIOENCODING": "utf-8", "PYTHONHASHSEED": "0",
-               "LC_ALL": "C.UTF-8", "TERM": "dumb"}
+               "PYTHONUNBUFFERED": "1", "LC_ALL": "C.UTF-8", "TERM": "dumb"}
 
 
 def _read_parser(module, python):
@@ -128,7 +129,7 @@ def _read_parser(module, python):
     # subprocess rather than run_command: run_command has no timeout, and a hung import must
     # not hang the play.
     try:
-        proc = subprocess.run([python, "-c", describe_parser_code()], capture_output=True, text=True,
+        proc = subprocess.run([python, "-c", describe_parser_code()], capture_output=True, text=True,  # pylint: disable=ansible-bad-function
                               errors="replace", env=dict(os.environ, **ENVIRONMENT),
                               timeout=module.params["timeout"], check=False)
     except subprocess.TimeoutExpired:

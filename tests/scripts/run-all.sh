@@ -4,8 +4,9 @@
 #
 # Every stage is a job with a log of its own, TEST_JOBS of them side by side: scenarios spend
 # most of their time waiting on containers, so two of them, or one beside a static check, keep
-# the CPU busy. The static checks start first (a broken lint shows within a minute), then the
-# scenarios in the order given, longest first, so that the run ends on short ones.
+# the CPU busy. Lint starts first (a broken lint shows within minutes), then the two longest
+# stages (the newest-line lane, the execution environment) beside pytest and the other static
+# checks, then the scenarios in the order given, longest first, so that the run ends on short ones.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top" || exit 1
@@ -36,10 +37,15 @@ add() {
   shift
   commands+=("$*")
 }
+add lint tests/scripts/lint.sh
+# The two longest stages next, so that they do not end the run; each waits on containers and
+# image builds for much of its time.
+add newest-lane tests/scripts/newest-lane.sh
 add pytest python -m pytest tests/unit tests/integration chatops/tests -q -rfE
+add execution-environment tests/scripts/ee.sh
 add sanity tests/scripts/sanity.sh
-add lint ansible-lint --profile production
 add collection-build collection_build
+add galaxy tests/scripts/galaxy-check.sh
 for scenario in "$@"; do
   add "molecule-$scenario" molecule test -s "$scenario"
 done

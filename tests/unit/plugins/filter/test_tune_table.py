@@ -1,7 +1,7 @@
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.pro6000.inference.plugins.filter.tune import tune_table
+from ansible_collections.pro6000.inference.plugins.filter.tune_table import tune_table
 
 
 def bench(decode, output, acceptance=None, passed=True):
