@@ -7,6 +7,7 @@ import pytest
 UNIT = "sglang-qwen.service"
 UNIT_PATH = "/etc/systemd/system/" + UNIT
 ENV_FILE = "/etc/sglang-qwen/sglang-qwen.env"
+SECRETS_FILE = "/etc/sglang-qwen/sglang-qwen.secrets.yaml"
 API_KEY = "molecule-api-key-0123456789"
 # Measured in the container: 1.7. PrivateNetwork, PrivateDevices, PrivateUsers, ProcSubset,
 # MemoryDenyWriteExecute and @debug (pidfd_getfd) stay open for the GPU and CUDA; anything above
@@ -73,19 +74,35 @@ def test_unit_runs_the_rendered_ddtree_command_line(host):
     assert pairs["--speculative-num-draft-tokens"] == "8"
     assert pairs["--speculative-ddtree-budget"] == "7"
     assert pairs["--host"] == "127.0.0.1"
-    assert pairs["--api-key"] == "${SGLANG_API_KEY}"
+    assert "--api-key" not in pairs
+    assert pairs["--config"] == SECRETS_FILE
 
 
-def test_api_key_lives_only_in_the_environment_file(host):
+def test_api_key_lives_only_in_the_secrets_file_of_root_and_the_server(host):
     assert API_KEY not in host.file(UNIT_PATH).content_string
-    env = host.file(ENV_FILE)
-    assert env.user == "root"
-    assert env.mode == 0o600
-    assert "SGLANG_API_KEY=%s" % API_KEY in env.content_string
+    assert API_KEY not in host.file(ENV_FILE).content_string
+    secrets = host.file(SECRETS_FILE)
+    assert (secrets.user, secrets.group, secrets.mode) == ("root", "sglang", 0o640)
+    assert host.file("/etc/sglang-qwen").mode == 0o750
+    assert host.run("runuser -u nobody -- cat %s", SECRETS_FILE).rc != 0
+    assert json.loads("".join(line for line in secrets.content_string.splitlines()
+                              if not line.startswith("#"))) == {"api-key": API_KEY}
+
+
+def test_api_key_is_not_in_argv_environment_or_systemctl_show(host):
+    pid = host.check_output("systemctl show -p MainPID --value %s", UNIT)
+    # Any local user can read another user's command line: read it as one.
+    cmdline = host.check_output("runuser -u nobody -- cat /proc/%s/cmdline | tr '\\0' ' '", pid)
+    assert "sglang.launch_server" in cmdline
+    assert API_KEY not in cmdline
+    assert API_KEY not in host.check_output("runuser -u nobody -- ps -eo args")
+    assert API_KEY not in host.check_output("tr '\\0' '\\n' < /proc/%s/environ", pid)
+    assert API_KEY not in host.check_output("systemctl show %s", UNIT)
+    assert API_KEY not in host.check_output("systemctl cat %s", UNIT)
 
 
 def test_last_good_copies_match_what_runs(host):
-    for path in (UNIT_PATH, ENV_FILE):
+    for path in (UNIT_PATH, ENV_FILE, SECRETS_FILE):
         copy = host.file("/etc/sglang-qwen/last-good/" + path.rsplit("/", 1)[1])
         assert copy.exists
         assert copy.sha256sum == host.file(path).sha256sum
