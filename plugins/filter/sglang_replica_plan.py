@@ -113,7 +113,7 @@ def _pci_order(gpus):
         if not isinstance(gpu, dict) or not gpu.get("uuid") or not gpu.get("pci_bus_id"):
             raise _error("every GPU needs uuid and pci_bus_id (nvidia_gpu_facts), got %r" % (gpu,))
     ordered = sorted(gpus, key=lambda gpu: str(gpu["pci_bus_id"]).lower())
-    return [(position, gpu) for position, gpu in enumerate(ordered)]
+    return list(enumerate(ordered))
 
 
 def _selected(ordered, wanted):
@@ -178,7 +178,7 @@ def _replicas(layout, groups, with_gateway, argv):
         replicas.append({
             "name": name, "unit": name + ".service", "host": host, "port": port, "url": url,
             "metrics_url": url + "/metrics" if metrics else None,
-            "gpus": [gpu["uuid"] for _, gpu in group],
+            "gpus": [entry[1]["uuid"] for entry in group],
             "argv": list(argv) + ["--host", host, "--port", str(port)],
             # Its entry in the gateway's worker manifest (smg --discovery-provider file).
             "worker": {"url": url},
@@ -205,7 +205,7 @@ def _previous_units(previous, groups):
     if previous.get("unit"):
         port = str(previous.get("url", "")).rsplit(":", 1)[-1]
         return {previous["unit"]: (int(port) if port.isdigit() else None,
-                                   set(gpu["uuid"] for _, gpu in groups[0]) if groups else set())}
+                                   set(entry[1]["uuid"] for entry in groups[0]) if groups else set())}
     return {}
 
 
@@ -270,7 +270,7 @@ def sglang_replica_plan(facts, layout, serves, previous=None):
     note = None
     if idle:
         note = "GPU(s) %s stay idle: they do not fill a group of tensor_parallel_size %d%s" % (
-            ", ".join(gpu["uuid"] for _, gpu in idle), tp_size, " or exceed replicas %d" % cap if cap else "")
+            ", ".join(entry[1]["uuid"] for entry in idle), tp_size, " or exceed replicas %d" % cap if cap else "")
     return {"replicas": replicas, "gateway": gateway, "retire": retire_names, "record": record, "note": note}
 
 

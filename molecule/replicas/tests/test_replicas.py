@@ -78,7 +78,7 @@ def test_the_gateway_is_the_only_public_server_and_needs_the_key(host):
 
 def test_requests_through_the_gateway_reached_every_replica(host):
     # The replicas' own counters (the doubles' /metrics), not the client's view.
-    for name, (port, _) in REPLICAS.items():
+    for name, (port, _gpus) in REPLICAS.items():
         metrics = host.check_output("curl -sf http://127.0.0.1:%d/metrics", port)
         total = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
                     if line.startswith("sglang:num_requests_total"))
