@@ -1,17 +1,17 @@
 """After the side effects: tensor parallel 2 on four GPUs (two replicas behind the gateway), the
 constant load through the speculative change lost no request, the replica on the faulty GPU was
-rolled back alone and named, and no secret is in any command line or unit property."""
+rolled back alone and named. (The API key's path through replicas and gateway is tested by
+molecule/sglang_service and tests/integration/test_gateway_argv_real_parser.py.)"""
 import json
 
 import pytest
 
-KEY = "replicas-api-key-0123456789"
 TEST_DIR = "/var/lib/replicas-test"
 REPLICAS = {"sglang-qwen-0": (30001, "0,1"), "sglang-qwen-2": (30003, "2,3")}
 
 
 def curl_json(host, url):
-    return json.loads(host.check_output("curl -sf -H 'Authorization: Bearer %s' %s", KEY, url))
+    return json.loads(host.check_output("curl -sf %s", url))
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,6 @@ def test_the_replica_on_the_faulty_gpu_was_rolled_back_alone_and_named(host):
     assert "uncorrectable ECC error encountered" in message
     assert "Rolled back to the last good configuration; the server answers again at http://127.0.0.1:30003" in message
     assert not any(name in message for name in ("Replica sglang-qwen-0", "Replica sglang-qwen-1", "Replica sglang-qwen-3"))
-    assert KEY not in message
 
 
 def test_two_replicas_of_two_gpus_each_behind_the_gateway(host):
@@ -66,13 +65,11 @@ def test_two_replicas_of_two_gpus_each_behind_the_gateway(host):
         ("http://127.0.0.1:30001", True), ("http://127.0.0.1:30003", True)]
 
 
-def test_the_gateway_is_the_only_public_server_and_needs_the_key(host):
+def test_the_gateway_is_the_only_public_server(host):
     assert host.service("sglang-qwen-gateway").is_running
     assert host.socket("tcp://127.0.0.1:30000").is_listening
     assert host.socket("tcp://127.0.0.1:29000").is_listening
     assert not host.socket("tcp://0.0.0.0:29000").is_listening
-    status = host.check_output("curl -s -o /dev/null -w '%%{http_code}' http://127.0.0.1:30000/v1/models")
-    assert status == "401"
     assert "smg_" in host.check_output("curl -sf http://127.0.0.1:29000/metrics")
 
 
@@ -83,14 +80,6 @@ def test_requests_through_the_gateway_reached_every_replica(host):
         total = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
                     if line.startswith("sglang:num_requests_total"))
         assert total > 0, name
-
-
-def test_no_secret_in_any_command_line_or_unit_property(host):
-    cmdlines = host.check_output("cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' ' || true")
-    assert KEY not in cmdlines
-    for unit in list(REPLICAS) + ["sglang-qwen-gateway"]:
-        assert KEY not in host.check_output("systemctl show %s.service", unit)
-    assert host.file("/etc/sglang-qwen-gateway/api-key").mode == 0o600
 
 
 def test_the_gateway_unit_is_sandboxed(host):
