@@ -51,8 +51,11 @@ def test_the_fact_records_what_the_server_serves(host):
     assert fact.mode == 0o644 and API_KEY not in fact.content_string
     assert json.loads(fact.content_string) == {
         "url": "http://127.0.0.1:30000", "unit": UNIT, "algorithm": "ddtree", "wanted_algorithm": "ddtree",
-        "fallback": False, "draft_tokens": 8, "ddtree_budget": 7, "model_path": "/srv/models/Qwen3.6-27B",
-        "served_model_name": None, "draft_model_path": "/srv/models/Qwen3.6-27B-DFlash"}
+        "fallback": False, "draft_length": 8, "ddtree_budget": 7, "model_path": "/srv/models/Qwen3.6-27B",
+        "served_model_name": None, "draft_model_path": "/srv/models/Qwen3.6-27B-DFlash",
+        # No GPU is seen in this container: one replica with every device, no gateway.
+        "gateway": None, "replicas": [{"name": "sglang-qwen", "unit": UNIT, "url": "http://127.0.0.1:30000",
+                                       "port": 30000, "gpus": [], "metrics_url": "http://127.0.0.1:30000/metrics"}]}
 
 
 def test_server_refuses_requests_without_the_key(host):
@@ -131,6 +134,6 @@ def test_exposure_score_stays_low(host):
     assert score <= MAX_EXPOSURE
 
 
-def test_unit_that_failed_its_first_start_is_gone(host):
-    state = host.check_output("systemctl show -p LoadState --value sglang-first-try.service")
+def test_replica_that_failed_its_first_start_is_gone(host):
+    state = host.check_output("systemctl show -p LoadState --value sglang-qwen-0.service")
     assert state == "not-found"
