@@ -52,7 +52,7 @@ def test_the_gateway_answers_on_the_host_port_and_routes_to_every_replica(host):
 def test_requests_through_the_gateway_reached_every_replica(host):
     # Each double's own counter, not the client's view.
     for index in range(4):
-        metrics = host.check_output("curl -sf http://127.0.0.1:%d/metrics", 30001 + index)
+        metrics = host.check_output("curl -sf http://127.0.0.1:%s/metrics", str(30001 + index))
         assert sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
                    if line.startswith("sglang:num_requests_total")) > 0
 

@@ -76,7 +76,7 @@ def test_the_gateway_is_the_only_public_server(host):
 def test_requests_through_the_gateway_reached_every_replica(host):
     # The replicas' own counters (the doubles' /metrics), not the client's view.
     for name, (port, _gpus) in REPLICAS.items():
-        metrics = host.check_output("curl -sf http://127.0.0.1:%d/metrics", port)
+        metrics = host.check_output("curl -sf http://127.0.0.1:%s/metrics", str(port))
         total = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
                     if line.startswith("sglang:num_requests_total"))
         assert total > 0, name
