@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections
 # Longest first (as measured on 2 cores), so that a long one does not start last.
-SCENARIOS := default sglang_service sglang cuda_toolkit rolling nvidia_driver \
+SCENARIOS := default sglang_service replicas sglang cuda_toolkit rolling nvidia_driver \
 	model_weights_failures model_weights nvidia_driver_guards chatops_bot harness
 ifneq ($(sort $(SCENARIOS)),$(sort $(patsubst molecule/%/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
 $(error SCENARIOS in the Makefile must list every directory under molecule/ with a molecule.yml)

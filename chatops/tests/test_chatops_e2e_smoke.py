@@ -16,7 +16,7 @@ def ops(tmp_path_factory, double_url):
     # No sglang_service record on this host: role smoke takes the server and what it must serve
     # from its overrides.
     served = {"smoke_url": double_url, "smoke_speculative_algorithm": "ddtree",
-              "smoke_draft_tokens": 16, "smoke_ddtree_budget": 15,
+              "smoke_draft_length": 16, "smoke_ddtree_budget": 15,
               "smoke_bench_concurrency": 2, "smoke_bench_max_tokens": 32, "smoke_bench_timeout": 60}
     inventory = {"pro6000": {"hosts": {
         "pro6000-fast": {**LOCAL_HOST_VARS, **served},

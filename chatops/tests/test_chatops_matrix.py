@@ -39,7 +39,7 @@ def chat(homeserver, tmp_path_factory, double_url):
     served = {**LOCAL_HOST_VARS, "smoke_url": double_url, "chatops_test_out": str(out),
               "sglang_service_speculative_algorithm": "ddtree", "sglang_service_draft_length": 16,
               "sglang_service_ddtree_budget": 15, "smoke_speculative_algorithm": "ddtree",
-              "smoke_draft_tokens": 16, "smoke_ddtree_budget": 15, "smoke_bench_concurrency": 2,
+              "smoke_draft_length": 16, "smoke_ddtree_budget": 15, "smoke_bench_concurrency": 2,
               "smoke_bench_max_tokens": 32, "smoke_bench_timeout": 60}
     gate = folder / "gate"
     inventory = {"pro6000": {"hosts": {

@@ -27,9 +27,10 @@ from matrix_support import (BOT, BotProcess, assert_is_the_bots_escaped_reply, a
 
 pytestmark = pytest.mark.lab
 
-# smoke_result_path and sglang_service_unit_name of the lab (inventories/lab, role defaults).
+# smoke_result_path of the lab and its first replica (inventories/lab, role sglang_service's plan
+# of the lab's four GPUs).
 BENCH_RESULT = "/var/lib/pro6000/smoke/bench.json"
-UNIT = "sglang-qwen"
+UNIT = "sglang-qwen-0"
 SUMMARY_LINE = re.compile(
     r"(?P<host>\S+): ok, 0 changed; serves (?P<algorithm>\S+) draft (?P<draft>\d+) budget (?P<budget>\d+) "
     r"on SGLang (?P<version>\S+); bench passed: 1 stream (?P<decode>[0-9.]+) tok/s, "
@@ -89,10 +90,10 @@ def test_an_operator_deploys_the_lab_host_from_a_matrix_room(lab, homeserver, tm
     progress = "\n".join(content["body"] for content in thread[1:-1]).splitlines()
     # Each role of playbooks/deploy.yml ran on the host, and none of them changed it.
     for task in ("Stage, verify and switch each model", "Check that each recorded model points at a verified copy",
-                 "Write the unit", "Wait until the server answers and serves the wanted speculative settings",
-                 "Run the smoke benchmark and gate on its floors"):
+                 "Write the unit of replica " + UNIT, "Wait until it answers and serves what is recorded, " + UNIT,
+                 "Run the smoke benchmark of the host and gate on its floors"):
         assert f"task: {task}" in progress and f"{host}: ok: {task}" in progress, "\n".join(progress)
-    assert f"{host}: skipped: Restart the server with the new configuration" in progress
+    assert f"{host}: skipped: Restart with the new configuration, replica {UNIT}" in progress
     assert not [line for line in progress if line.startswith(f"{host}: changed: ")], "\n".join(progress)
 
     lines = summary["body"].splitlines()

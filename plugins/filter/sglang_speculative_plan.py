@@ -39,8 +39,8 @@ description:
     when the draft length exceeds the drafter's block size, when the attention backend does
     not run on the GPU's compute capability, when tensor parallel size exceeds the GPUs
     present, when the DDTree budget or the draft window is out of range.
-  - The API key is not part of the command line; the role passes it through the unit's
-    environment file.
+  - The API key is not part of the command line; the role hands it to the server in a
+    config file only root and the service group read (C(--config)).
 positional: sglang, drafter
 options:
   _input:

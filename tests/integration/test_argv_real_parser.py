@@ -48,10 +48,22 @@ PLAYBOOK = """
 - name: Render the unit of every configuration as role sglang_service does
   hosts: pro6000
   gather_facts: false
-  vars:
-    # What roles sglang and model_weights would have recorded on the host.
-    ansible_local: "{{{{ test_ansible_local }}}}"
   tasks:
+    # Role common gathers the platform facts (local ones included) only when they are missing:
+    # gather them first, so that the recorded facts loaded next stay.
+    - name: Gather the platform facts
+      ansible.builtin.setup:
+        gather_subset: [min]
+
+    # What roles sglang and model_weights would have recorded on the host, loaded as they load
+    # it (module local_fact), from a directory of each host's own.
+    - name: Load the facts roles sglang and model_weights would have recorded
+      pro6000.inference.local_fact:
+        name: "{{{{ item.key }}}}"
+        facts: "{{{{ item.value }}}}"
+        fact_path: "{facts}/{{{{ inventory_hostname }}}}"
+      loop: "{{{{ test_ansible_local | dict2items }}}}"
+
     - name: Check the configuration and render the unit, or record why the role refuses it
       block:
         - name: Run the preflight of role sglang_service with the inventory's variables
@@ -69,9 +81,11 @@ PLAYBOOK = """
           vars: {tune_vars}
           when: tune_config is defined
 
-        - name: Render the unit with the role's template
+        - name: Render the unit of the first replica with the role's template
           ansible.builtin.set_fact:
             test_outcome: ["service", "{{{{ lookup('ansible.builtin.template', '{template}') }}}}"]
+          vars:
+            __sglang_service_replica: "{{{{ __sglang_service_layout.replicas[0] }}}}"
       rescue:
         - name: Record the refusal
           ansible.builtin.set_fact:
@@ -164,7 +178,7 @@ def rendered(request, tmp_path_factory):
     for inventory, members in hosts().items():
         write_inventory(root / inventory, inventory, members, models)
         playbook.write_text(PLAYBOOK.format(
-            tune_vars=json.dumps(TUNE_ROLE_VARS), out=str(outcomes) % inventory,
+            tune_vars=json.dumps(TUNE_ROLE_VARS), out=str(outcomes) % inventory, facts=root / "facts",
             template=REPO / "roles" / "sglang_service" / "templates" / "sglang.service.j2"))
         done = subprocess.run([str(pathlib.Path(sys.executable).parent / "ansible-playbook"), "-i",
                                str(root / inventory), str(playbook)],

@@ -1,5 +1,6 @@
-"""The whole site on one host: the unit runs the wanted DDTree flags from the build it pinned,
-the server serves them, and the smoke gate passed with speculation on."""
+"""The whole site on one host with four simulated GPUs: one replica per GPU runs the wanted DDTree
+flags from the build it pinned, behind the gateway on the host's port, and the smoke gate passed
+over every replica and the gateway with speculation on."""
 import json
 
 import pytest
@@ -15,26 +16,45 @@ def test_driver_and_toolkit_are_the_pinned_ones(host):
     assert "release 13.1" in host.check_output("/usr/local/cuda/bin/nvcc --version")
 
 
-def test_unit_runs_the_wanted_speculative_flags(host, sglang_fact):
-    unit = host.service("sglang-qwen")
+REPLICAS = ["sglang-qwen-%d" % index for index in range(4)]
+
+
+@pytest.mark.parametrize("index", range(4))
+def test_each_replica_runs_the_wanted_flags_on_its_own_gpu(host, sglang_fact, index):
+    name = REPLICAS[index]
+    unit = host.service(name)
     assert unit.is_running and unit.is_enabled
-    argv = host.check_output("tr '\\0' ' ' </proc/$(systemctl show -p MainPID --value sglang-qwen)/cmdline").split()
+    argv = host.check_output("tr '\\0' ' ' </proc/$(systemctl show -p MainPID --value %s)/cmdline", name).split()
     assert argv[0] == sglang_fact["python"]
     flags = dict(zip(argv, argv[1:]))
     assert flags["--speculative-algorithm"] == "DDTREE"
     assert flags["--speculative-num-draft-tokens"] == "16"
     assert flags["--speculative-ddtree-budget"] == "15"
     assert flags["--page-size"] == "1"
-    assert flags["--host"] == "127.0.0.1"
+    assert (flags["--host"], flags["--port"]) == ("127.0.0.1", str(30001 + index))
     assert all(flag in sglang_fact["options"] for flag in argv if flag.startswith("--"))
+    environment = host.check_output("systemctl show -p Environment --value %s", name).split()
+    # The container's driver is not loaded before a reboot: GPUs are named by PCI position.
+    assert "CUDA_VISIBLE_DEVICES=%d" % index in environment and "CUDA_DEVICE_ORDER=PCI_BUS_ID" in environment
 
 
-def test_server_listens_on_loopback_and_reports_ddtree(host):
+def test_the_gateway_answers_on_the_host_port_and_routes_to_every_replica(host):
+    assert host.service("sglang-qwen-gateway").is_running
     assert host.socket("tcp://127.0.0.1:30000").is_listening
     assert not host.socket("tcp://0.0.0.0:30000").is_listening
-    info = json.loads(host.check_output("curl -sf http://127.0.0.1:30000/server_info"))
-    assert info["speculative_algorithm"] == "DDTREE"
-    assert info["speculative_num_draft_tokens"] == 16
+    workers = json.loads(host.check_output("curl -sf http://127.0.0.1:30000/workers"))["workers"]
+    assert sorted((w["url"], w["is_healthy"]) for w in workers) == [
+        ("http://127.0.0.1:%d" % (30001 + index), True) for index in range(4)]
+    info = json.loads(host.check_output("curl -sf http://127.0.0.1:30000/get_server_info"))
+    assert info["speculative_algorithm"] == "DDTREE" and info["speculative_num_draft_tokens"] == 16
+
+
+def test_requests_through_the_gateway_reached_every_replica(host):
+    # Each double's own counter, not the client's view.
+    for index in range(4):
+        metrics = host.check_output("curl -sf http://127.0.0.1:%d/metrics", 30001 + index)
+        assert sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                   if line.startswith("sglang:num_requests_total")) > 0
 
 
 def test_smoke_gate_passed_with_speculation(host):

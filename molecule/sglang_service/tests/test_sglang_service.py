@@ -7,6 +7,7 @@ import pytest
 UNIT = "sglang-qwen.service"
 UNIT_PATH = "/etc/systemd/system/" + UNIT
 ENV_FILE = "/etc/sglang-qwen/sglang-qwen.env"
+SECRETS_FILE = "/etc/sglang-qwen/sglang-qwen.secrets.yaml"
 API_KEY = "molecule-api-key-0123456789"
 # Measured in the container: 1.7. PrivateNetwork, PrivateDevices, PrivateUsers, ProcSubset,
 # MemoryDenyWriteExecute and @debug (pidfd_getfd) stay open for the GPU and CUDA; anything above
@@ -50,8 +51,11 @@ def test_the_fact_records_what_the_server_serves(host):
     assert fact.mode == 0o644 and API_KEY not in fact.content_string
     assert json.loads(fact.content_string) == {
         "url": "http://127.0.0.1:30000", "unit": UNIT, "algorithm": "ddtree", "wanted_algorithm": "ddtree",
-        "fallback": False, "draft_tokens": 8, "ddtree_budget": 7, "model_path": "/srv/models/Qwen3.6-27B",
-        "served_model_name": None, "draft_model_path": "/srv/models/Qwen3.6-27B-DFlash"}
+        "fallback": False, "draft_length": 8, "ddtree_budget": 7, "model_path": "/srv/models/Qwen3.6-27B",
+        "served_model_name": None, "draft_model_path": "/srv/models/Qwen3.6-27B-DFlash",
+        # No GPU is seen in this container: one replica with every device, no gateway.
+        "gateway": None, "replicas": [{"name": "sglang-qwen", "unit": UNIT, "url": "http://127.0.0.1:30000",
+                                       "port": 30000, "gpus": [], "metrics_url": "http://127.0.0.1:30000/metrics"}]}
 
 
 def test_server_refuses_requests_without_the_key(host):
@@ -70,19 +74,35 @@ def test_unit_runs_the_rendered_ddtree_command_line(host):
     assert pairs["--speculative-num-draft-tokens"] == "8"
     assert pairs["--speculative-ddtree-budget"] == "7"
     assert pairs["--host"] == "127.0.0.1"
-    assert pairs["--api-key"] == "${SGLANG_API_KEY}"
+    assert "--api-key" not in pairs
+    assert pairs["--config"] == SECRETS_FILE
 
 
-def test_api_key_lives_only_in_the_environment_file(host):
+def test_api_key_lives_only_in_the_secrets_file_of_root_and_the_server(host):
     assert API_KEY not in host.file(UNIT_PATH).content_string
-    env = host.file(ENV_FILE)
-    assert env.user == "root"
-    assert env.mode == 0o600
-    assert "SGLANG_API_KEY=%s" % API_KEY in env.content_string
+    assert API_KEY not in host.file(ENV_FILE).content_string
+    secrets = host.file(SECRETS_FILE)
+    assert (secrets.user, secrets.group, secrets.mode) == ("root", "sglang", 0o640)
+    assert host.file("/etc/sglang-qwen").mode == 0o750
+    assert host.run("runuser -u nobody -- cat %s", SECRETS_FILE).rc != 0
+    assert json.loads("".join(line for line in secrets.content_string.splitlines()
+                              if not line.startswith("#"))) == {"api-key": API_KEY}
+
+
+def test_api_key_is_not_in_argv_environment_or_systemctl_show(host):
+    pid = host.check_output("systemctl show -p MainPID --value %s", UNIT)
+    # Any local user can read another user's command line: read it as one.
+    cmdline = host.check_output("runuser -u nobody -- cat /proc/%s/cmdline | tr '\\0' ' '", pid)
+    assert "sglang.launch_server" in cmdline
+    assert API_KEY not in cmdline
+    assert API_KEY not in host.check_output("runuser -u nobody -- ps -eo args")
+    assert API_KEY not in host.check_output("tr '\\0' '\\n' < /proc/%s/environ", pid)
+    assert API_KEY not in host.check_output("systemctl show %s", UNIT)
+    assert API_KEY not in host.check_output("systemctl cat %s", UNIT)
 
 
 def test_last_good_copies_match_what_runs(host):
-    for path in (UNIT_PATH, ENV_FILE):
+    for path in (UNIT_PATH, ENV_FILE, SECRETS_FILE):
         copy = host.file("/etc/sglang-qwen/last-good/" + path.rsplit("/", 1)[1])
         assert copy.exists
         assert copy.sha256sum == host.file(path).sha256sum
@@ -114,6 +134,6 @@ def test_exposure_score_stays_low(host):
     assert score <= MAX_EXPOSURE
 
 
-def test_unit_that_failed_its_first_start_is_gone(host):
-    state = host.check_output("systemctl show -p LoadState --value sglang-first-try.service")
+def test_replica_that_failed_its_first_start_is_gone(host):
+    state = host.check_output("systemctl show -p LoadState --value sglang-qwen-0.service")
     assert state == "not-found"

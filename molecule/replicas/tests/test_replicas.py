@@ -1,0 +1,89 @@
+"""After the side effects: tensor parallel 2 on four GPUs (two replicas behind the gateway), the
+constant load through the speculative change lost no request, the replica on the faulty GPU was
+rolled back alone and named. (The API key's path through replicas and gateway is tested by
+molecule/sglang_service and tests/integration/test_gateway_argv_real_parser.py.)"""
+import json
+
+import pytest
+
+TEST_DIR = "/var/lib/replicas-test"
+REPLICAS = {"sglang-qwen-0": (30001, "0,1"), "sglang-qwen-2": (30003, "2,3")}
+
+
+def curl_json(host, url):
+    return json.loads(host.check_output("curl -sf %s", url))
+
+
+@pytest.fixture(scope="module")
+def load(host):
+    figures = json.loads(host.file(TEST_DIR + "/load.json").content_string)
+    window = json.loads(host.file(TEST_DIR + "/change.json").content_string)
+    seconds = {int(second): tokens for second, tokens in figures["tokens_per_second"].items()}
+    # Whole seconds inside the change; a second without tokens counts as 0.
+    inside = [seconds.get(second, 0) for second in range(int(window["start"]) + 1, int(window["end"]))]
+    print("constant load: %d requests sent, %d failed, change %.1f s, lowest %d tokens/s, median %d tokens/s"
+          % (figures["sent"], figures["failed"], window["end"] - window["start"], min(inside),
+             sorted(inside)[len(inside) // 2]))
+    return figures, inside
+
+
+def test_the_speculative_change_under_load_lost_no_request(load):
+    figures, inside = load
+    assert figures["streams"] >= 4 and figures["sent"] > 4 * 10
+    assert figures["failed"] == 0, figures["errors"]
+    # The host answered through the whole change: tokens came in every second of it.
+    assert len(inside) >= 5 and min(inside) > 0
+
+
+def test_the_replica_on_the_faulty_gpu_was_rolled_back_alone_and_named(host):
+    message = host.file(TEST_DIR + "/rollback.txt").content_string
+    assert "Replica sglang-qwen-2 (sglang-qwen-2.service, GPUs 2)" in message
+    assert "uncorrectable ECC error encountered" in message
+    assert "Rolled back to the last good configuration; the server answers again at http://127.0.0.1:30003" in message
+    assert not any(name in message for name in ("Replica sglang-qwen-0", "Replica sglang-qwen-1", "Replica sglang-qwen-3"))
+
+
+def test_two_replicas_of_two_gpus_each_behind_the_gateway(host):
+    fact = json.loads(host.file("/etc/ansible/facts.d/sglang_service.fact").content_string)
+    assert [(r["name"], r["port"], r["gpus"]) for r in fact["replicas"]] == [
+        ("sglang-qwen-0", 30001, ["0", "1"]), ("sglang-qwen-2", 30003, ["2", "3"])]
+    assert fact["gateway"] == {"url": "http://127.0.0.1:30000", "unit": "sglang-qwen-gateway.service",
+                               "metrics_url": "http://127.0.0.1:29000/metrics"}
+    assert fact["url"] == "http://127.0.0.1:30000" and fact["draft_length"] == 16
+    for name, (port, gpus) in REPLICAS.items():
+        assert host.service(name).is_running and host.service(name).is_enabled
+        environment = host.check_output("systemctl show -p Environment --value %s", name)
+        assert "CUDA_VISIBLE_DEVICES=%s" % gpus in environment.split()
+        argv = host.check_output("tr '\\0' ' ' </proc/$(systemctl show -p MainPID --value %s)/cmdline", name).split()
+        flags = dict(zip(argv, argv[1:]))
+        assert flags["--tp-size"] == "2" and flags["--port"] == str(port) and flags["--host"] == "127.0.0.1"
+        assert host.socket("tcp://127.0.0.1:%d" % port).is_listening
+    for retired in ("sglang-qwen-1", "sglang-qwen-3", "sglang-qwen"):
+        assert host.check_output("systemctl show -p LoadState --value %s.service", retired) == "not-found"
+    workers = curl_json(host, "http://127.0.0.1:30000/workers")["workers"]
+    assert sorted((w["url"], w["is_healthy"]) for w in workers) == [
+        ("http://127.0.0.1:30001", True), ("http://127.0.0.1:30003", True)]
+
+
+def test_the_gateway_is_the_only_public_server(host):
+    assert host.service("sglang-qwen-gateway").is_running
+    assert host.socket("tcp://127.0.0.1:30000").is_listening
+    assert host.socket("tcp://127.0.0.1:29000").is_listening
+    assert not host.socket("tcp://0.0.0.0:29000").is_listening
+    assert "smg_" in host.check_output("curl -sf http://127.0.0.1:29000/metrics")
+
+
+def test_requests_through_the_gateway_reached_every_replica(host):
+    # The replicas' own counters (the doubles' /metrics), not the client's view.
+    for name, (port, _gpus) in REPLICAS.items():
+        metrics = host.check_output("curl -sf http://127.0.0.1:%d/metrics", port)
+        total = sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines()
+                    if line.startswith("sglang:num_requests_total"))
+        assert total > 0, name
+
+
+def test_the_gateway_unit_is_sandboxed(host):
+    show = host.check_output("systemctl show -p User,NoNewPrivileges,ProtectSystem,MemoryDenyWriteExecute,PrivateDevices"
+                             " sglang-qwen-gateway.service")
+    assert set(show.splitlines()) >= {"User=sglang", "NoNewPrivileges=yes", "ProtectSystem=strict",
+                                      "MemoryDenyWriteExecute=yes", "PrivateDevices=yes"}

@@ -1,0 +1,107 @@
+# -*- coding: utf-8 -*-
+# Copyright: contributors to pro6000.inference
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The command line of SGLang's gateway (smg launch) in front of the replicas: one place that
+names its flags, checked against the pinned release's own parser by tests/integration."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: sglang_gateway_argv
+short_description: The arguments of C(smg launch) (Shepherd Model Gateway) for the gateway of a host's replicas
+version_added: 0.1.0
+description:
+  - Renders the gateway's arguments from the gateway entry of
+    P(pro6000.inference.sglang_replica_plan#filter) and the role's gateway settings. Workers come
+    from a manifest file the gateway re-reads on change (C(--discovery-provider file)); the role
+    drains a replica by taking it out of that file, and puts it back after its health gate.
+  - The API key is never an argument here; the role's launcher reads it from a file only the
+    service group reads and hands it to smg's own parser in the process, so it stays out of
+    C(/proc/PID/cmdline) and C(systemctl show).
+  - Flag names are those of smg 1.13.0 (C(smg launch --help)).
+options:
+  _input:
+    description: The C(gateway) entry of the replica plan (C(host), C(port), C(metrics_port)).
+    type: dict
+    required: true
+  settings:
+    description: >-
+      C(discovery_file), C(policy), C(health_check_interval), C(health_failure_threshold),
+      C(retries), C(cb_failure_threshold), C(cb_timeout), C(request_timeout),
+      C(shutdown_grace), C(extra_args).
+    type: dict
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Render the gateway's command line
+  ansible.builtin.set_fact:
+    __argv: "{{ __plan.gateway | pro6000.inference.sglang_gateway_argv(settings) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: Arguments after C(smg launch).
+  type: list
+  elements: str
+"""
+
+from ansible.errors import AnsibleFilterError
+
+# Set by the role itself: a second value in extra_args would contradict it, or put a secret in argv.
+OWNED = ("--host", "--port", "--discovery-provider", "--discovery-file", "--worker-urls", "--api-key",
+         "--tenant-api-key", "--control-plane-api-keys", "--prometheus-host", "--prometheus-port")
+# (setting, flag, lowest value)
+NUMBERS = (
+    ("health_check_interval", "--health-check-interval-secs", 1),
+    ("health_failure_threshold", "--health-failure-threshold", 1),
+    ("retries", "--retry-max-retries", 1),
+    ("cb_failure_threshold", "--cb-failure-threshold", 1),
+    ("cb_timeout", "--cb-timeout-duration-secs", 1),
+    ("request_timeout", "--request-timeout-secs", 1),
+    ("shutdown_grace", "--shutdown-grace-period-secs", 0),
+)
+
+
+def _error(message):
+    return AnsibleFilterError("sglang_gateway_argv: " + message)
+
+
+def sglang_gateway_argv(gateway, settings):
+    if not isinstance(gateway, dict) or not isinstance(settings, dict):
+        raise _error("the gateway entry and the settings must be dictionaries")
+    if not settings.get("discovery_file"):
+        raise _error("settings need discovery_file, the manifest of the replicas in service")
+    argv = ["--host", str(gateway["host"]), "--port", str(gateway["port"]),
+            "--discovery-provider", "file", "--discovery-file", str(settings["discovery_file"]),
+            # The manifest is re-read as soon as it changes; the interval only backs that up.
+            "--discovery-check-interval-secs", "5",
+            "--policy", str(settings.get("policy") or "cache_aware"),
+            # Metrics stay on loopback: the exporters and Prometheus scrape them there.
+            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(gateway["metrics_port"]),
+            "--health-check-endpoint", "/health",
+            # A replica joins the manifest only after its gate: register it without the 30 s
+            # wait between checks smg defaults to.
+            "--worker-startup-check-interval", "1"]
+    for key, flag, low in NUMBERS:
+        value = settings.get(key)
+        if value is None:
+            continue
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise _error("%s must be an integer, got %r" % (key, value))
+        if number < low:
+            raise _error("%s must be at least %d, got %d" % (key, low, number))
+        argv += [flag, str(number)]
+    extra = [str(word) for word in settings.get("extra_args") or []]
+    taken = [word for word in extra if word.split("=", 1)[0] in OWNED]
+    if taken:
+        raise _error("extra_args must not set %s: the role sets them (and keeps the API key out of argv)"
+                     % ", ".join(taken))
+    return argv + extra
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"sglang_gateway_argv": sglang_gateway_argv}
