@@ -11,7 +11,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import itertools
 import re
+from xml.etree import ElementTree
 
 NVML_MISMATCH_MARKER = "Driver/library version mismatch"
 NO_DRIVER_MARKER = "couldn't communicate with the NVIDIA driver"
@@ -226,3 +228,132 @@ def reboot_reasons(loaded_version, loaded_flavour, installed_version, installed_
     if installed_version and not loaded_version and gpu_present:
         reasons.append("driver %s is installed but no nvidia module is loaded" % installed_version)
     return reasons
+
+
+# Link kinds of `nvidia-smi topo -m`, as its legend defines them: NV# traverses a bonded set of #
+# NVLinks; the PCIe paths from the shortest to the longest: PIX (at most one PCIe bridge), PXB
+# (several bridges, no host bridge), PHB (a PCIe host bridge, typically the CPU), NODE (between
+# host bridges of one NUMA node), SYS (across NUMA nodes, QPI/UPI). Higher rank: faster.
+PCIE_LINK_RANKS = {"PIX": 5, "PXB": 4, "PHB": 3, "NODE": 2, "SYS": 1}
+NVLINK_RANK_BASE = 100
+_NVLINK_RE = re.compile(r"^NV(\d+)$")
+_ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def link_rank(link):
+    """How fast a `topo -m` link is relative to the others: NV18 > NV4 > PIX > ... > SYS > unknown (0)."""
+    match = _NVLINK_RE.match(link or "")
+    if match:
+        return NVLINK_RANK_BASE + int(match.group(1))
+    return PCIE_LINK_RANKS.get(link, 0)
+
+
+def parse_topo_matrix(text):
+    """Parse ``nvidia-smi topo -m`` (tab-separated matrix, then a legend).
+
+    Returns ``{"devices": [...], "links": {row: {column: cell}}, "affinity": {row: {...}}}``:
+    devices in column order (``GPU0``..., NICs such as ``NIC0`` or ``mlx5_0``), each cell as
+    printed (``X``, ``NV18``, ``PIX``...), and per row the trailing columns (``CPU Affinity``,
+    ``NUMA Affinity``, ``GPU NUMA ID``) that follow the device columns.
+    """
+    lines = [_ANSI_RE.sub("", line).rstrip("\n") for line in text.splitlines()]
+    matrix = []
+    for line in lines:
+        if line.strip().startswith("Legend"):
+            break
+        if line.strip():
+            matrix.append(line)
+    if not matrix:
+        return {"devices": [], "links": {}, "affinity": {}}
+    header = [cell.strip() for cell in matrix[0].split("\t") if cell.strip()]
+    devices = [cell for cell in header if "Affinity" not in cell and "NUMA" not in cell]
+    trailing = header[len(devices):]
+    links, affinity = {}, {}
+    for line in matrix[1:]:
+        cells = [cell.strip() for cell in line.split("\t")]
+        name, values = cells[0], cells[1:]
+        if name not in devices or len(values) < len(devices):
+            raise ValueError("unexpected topo -m row: %r" % line)
+        links[name] = dict(zip(devices, values[:len(devices)]))
+        rest = [value for value in values[len(devices):] if value]
+        affinity[name] = dict(zip(trailing, rest))
+    return {"devices": devices, "links": links, "affinity": affinity}
+
+
+def gpu_interconnect(topology):
+    """Every pair of GPUs of a parsed ``topo -m`` with its link, in GPU index order.
+
+    Each pair is ``{"gpus": [a, b], "link": "NV18", "type": "nvlink"|"pcie"|"unknown", "nvlinks": 18}``,
+    a and b being nvidia-smi's GPU indexes (``GPU<index>``).
+    """
+    gpus = sorted((int(name[3:]), name) for name in topology["devices"] if re.fullmatch(r"GPU\d+", name))
+    pairs = []
+    for position, (index_a, name_a) in enumerate(gpus):
+        for index_b, name_b in gpus[position + 1:]:
+            link = topology["links"].get(name_a, {}).get(name_b)
+            match = _NVLINK_RE.match(link or "")
+            pairs.append({
+                "gpus": [index_a, index_b], "link": link,
+                "type": "nvlink" if match else "pcie" if link in PCIE_LINK_RANKS else "unknown",
+                "nvlinks": int(match.group(1)) if match else 0,
+            })
+    return pairs
+
+
+def tensor_parallel_groups(gpus, size, interconnect):
+    """Split GPUs into groups of ``size`` for tensor parallelism, preferring fast links inside groups.
+
+    ``gpus``: GPU indexes in PCI order; ``interconnect``: pairs as ``gpu_interconnect`` returns them.
+    A group is as fast as its slowest link (an all-reduce waits on it), so the split maximises
+    the slowest group first, then the next slowest, and so on (leximin over the groups' slowest
+    links); among equal splits it keeps PCI order (consecutive GPUs together). Returns a list of
+    groups, each a list of indexes in PCI order.
+    """
+    order = list(gpus)
+    if size < 1 or not order or len(order) % size:
+        raise ValueError("cannot split %d GPU(s) into groups of %d" % (len(order), size))
+    if size == 1:
+        return [[gpu] for gpu in order]
+    ranks = {}
+    for pair in interconnect:
+        a, b = pair["gpus"]
+        ranks[frozenset((a, b))] = link_rank(pair["link"])
+
+    def slowest(group):
+        return min(ranks.get(frozenset((a, b)), 0) for position, a in enumerate(group) for b in group[position + 1:])
+
+    best = {}
+
+    def split(remaining):
+        # remaining: a tuple of GPUs in PCI order; the first one always opens the next group, so
+        # each split is seen once, and combinations come in PCI order (the first best wins ties).
+        if not remaining:
+            return (), ()
+        if remaining in best:
+            return best[remaining]
+        first, rest = remaining[0], remaining[1:]
+        winner = None
+        for others in itertools.combinations(rest, size - 1):
+            group = (first,) + others
+            score, groups = split(tuple(gpu for gpu in rest if gpu not in others))
+            candidate = (tuple(sorted(score + (slowest(group),))), (group,) + groups)
+            if winner is None or candidate[0] > winner[0]:
+                winner = candidate
+        best[remaining] = winner
+        return winner
+
+    return [list(group) for group in split(tuple(order))[1]]
+
+
+def gpus_from_smi_xml(text):
+    """The GPUs of ``nvidia-smi -q -x`` in its order (PCI order): index, name, UUID, bus id, minor number."""
+    root = ElementTree.fromstring(text)
+    gpus = []
+    for index, gpu in enumerate(root.findall("gpu")):
+        minor = gpu.findtext("minor_number")
+        gpus.append({
+            "index": index, "name": gpu.findtext("product_name"), "uuid": gpu.findtext("uuid"),
+            "pci_bus_id": gpu.findtext("pci/pci_bus_id") or gpu.get("id"),
+            "minor_number": int(minor) if minor and minor.isdigit() else None,
+        })
+    return gpus

@@ -173,6 +173,16 @@ ansible_facts:
           description: NVIDIA and CUDA packages on hold (apt-mark hold).
           type: list
           elements: str
+        interconnect:
+          description:
+            - The link between each pair of GPUs, from C(nvidia-smi topo -m), on hosts with more than
+              one GPU (empty otherwise, or when nvidia-smi cannot tell).
+            - C(gpus) are nvidia-smi indexes; C(link) the matrix cell (C(NV18), C(PIX), C(PXB), C(PHB),
+              C(NODE), C(SYS)); C(type) C(nvlink), C(pcie) or C(unknown); C(nvlinks) the number of
+              bonded NVLinks (0 for PCIe).
+          type: list
+          elements: dict
+          sample: [{"gpus": [0, 1], "link": "PIX", "type": "pcie", "nvlinks": 0}]
         reboot_needed:
           description: Whether the loaded driver differs from the installed one.
           type: bool
@@ -190,6 +200,7 @@ from ansible_collections.pro6000.inference.plugins.module_utils._nvidia import (
     NO_DEVICES_MARKER,
     NVIDIA_PCI_VENDOR,
     flavour_from_license,
+    gpu_interconnect,
     gpus_from_query,
     is_blackwell_compute_capability,
     is_blackwell_pci_device,
@@ -201,6 +212,7 @@ from ansible_collections.pro6000.inference.plugins.module_utils._nvidia import (
     parse_query_csv,
     parse_smi_version,
     parse_sys_module_version,
+    parse_topo_matrix,
     reboot_reasons,
     upstream_version,
 )
@@ -270,16 +282,24 @@ def installed_module(module, packages):
 
 
 def query_nvidia_smi(module):
-    """Run nvidia-smi; returns (gpus, version dict, error text)."""
+    """Run nvidia-smi; returns (gpus, version dict, interconnect, error text)."""
     smi = module.get_bin_path(module.params["nvidia_smi"])
     if not smi:
-        return [], {}, None
+        return [], {}, [], None
     rc, out, err = module.run_command([smi, "--query-gpu=%s" % QUERY_FIELDS, "--format=csv,nounits"])
     if rc != 0:
-        return [], {}, (out + err).strip()
+        return [], {}, [], (out + err).strip()
     gpus = gpus_from_query(parse_query_csv(out))
+    interconnect = []
+    if len(gpus) > 1:
+        # A topology nvidia-smi cannot print (or this parser cannot read) leaves the pairs unknown.
+        rc, out, dummy = module.run_command([smi, "topo", "-m"])
+        try:
+            interconnect = gpu_interconnect(parse_topo_matrix(out)) if rc == 0 else []
+        except ValueError:
+            interconnect = []
     rc, out, err = module.run_command([smi, "--version"])
-    return gpus, parse_smi_version(out) if rc == 0 else {}, None
+    return gpus, parse_smi_version(out) if rc == 0 else {}, interconnect, None
 
 
 def gather(module):
@@ -288,7 +308,7 @@ def gather(module):
     loaded_version, loaded_flavour = loaded_module(params["proc_path"], params["sys_path"])
     packages = installed_packages(module)
     installed_version, installed_flavour, module_package = installed_module(module, packages)
-    gpus, versions, smi_error = query_nvidia_smi(module)
+    gpus, versions, interconnect, smi_error = query_nvidia_smi(module)
     if smi_error and NO_DEVICES_MARKER in smi_error:
         smi_error_line = NO_DEVICES_MARKER
     else:
@@ -304,6 +324,7 @@ def gather(module):
         or any(device["blackwell"] for device in devices),
         "gpus": gpus,
         "pci_devices": devices,
+        "interconnect": interconnect,
         "module_loaded": loaded_version is not None,
         "loaded_version": loaded_version,
         "loaded_flavour": loaded_flavour,

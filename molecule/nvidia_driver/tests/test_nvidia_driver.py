@@ -1,5 +1,6 @@
-"""State after install 580.95.05 -> idempotence -> upgrade to 590.48.01 -> simulated reboot,
-on Ubuntu 24.04 (the ubuntu2404 layout) and Debian 12 (debian12) side by side."""
+"""State after install 580.95.05 -> idempotence -> upgrade to 590.48.01 -> simulated reboot ->
+failed upgrade to 595.71.05 -> upgrade to 595.71.05 with a reboot through the double, on Ubuntu
+24.04 (the ubuntu2404 layout) and Debian 12 (debian12) side by side."""
 import json
 
 import pytest
@@ -9,12 +10,15 @@ DOUBLE = "/var/lib/nvidia-test-double"
 # nvidia-590-cuda-13.1.md): on ubuntu2404 no branch suffix from 590 on, and Ubuntu's package
 # revision "-0ubuntu1" (as cuda-compat-13-0 580.95.05-0ubuntu1 on the real GPU host); debian12
 # has names of its own and revision "-1". A role that composed the wrong layout installs none.
+# From 595 on NVIDIA's ubuntu2404 packages carry "-1ubuntu1" (595.71.05-1ubuntu1 in NVIDIA's
+# gpu-driver-container #899). The repository also has 595.91.07, newer than the pin.
+VERSION = "595.71.05"
 LAYOUTS = {
-    "ubuntu": {"directory": "ubuntu2404", "revision": "0ubuntu1",
+    "ubuntu": {"directory": "ubuntu2404", "revision": "1ubuntu1", "pin": "nvidia-driver-pinning-595.71.05",
                "driver": ["nvidia-open", "nvidia-driver-open", "libnvidia-compute", "nvidia-dkms-open",
                           "nvidia-utils", "nvidia-persistenced"],
                "other_layout": ["nvidia-driver-cuda", "nvidia-kernel-open-dkms", "libcuda1", "nvidia-smi"]},
-    "debian": {"directory": "debian12", "revision": "1",
+    "debian": {"directory": "debian12", "revision": "1", "pin": "nvidia-driver-pinning-595",
                "driver": ["nvidia-open", "nvidia-driver", "nvidia-driver-cuda", "nvidia-kernel-open-dkms",
                           "nvidia-smi", "nvidia-persistenced", "libcuda1"],
                "other_layout": ["libnvidia-compute", "nvidia-dkms-open", "nvidia-utils"]},
@@ -39,7 +43,7 @@ def test_the_platforms_are_the_two_the_role_claims(host):
 
 def test_open_driver_packages_of_the_layout_are_at_the_pinned_version(host, layout):
     versions = {package: installed_version(host, package) for package in layout["driver"]}
-    assert versions == {package: "590.48.01-" + layout["revision"] for package in layout["driver"]}
+    assert versions == {package: VERSION + "-" + layout["revision"] for package in layout["driver"]}
 
 
 def test_no_package_of_the_other_layout_is_installed(host, layout):
@@ -47,23 +51,40 @@ def test_no_package_of_the_other_layout_is_installed(host, layout):
 
 
 @pytest.mark.parametrize("package", ["cuda-drivers", "nvidia-kernel-dkms", "nvidia-dkms", "cuda-keyring",
-                                     "nvidia-driver-pinning-580.95.05"])
+                                     "nvidia-driver-pinning-580.95.05", "nvidia-driver-pinning-590.48.01"])
 def test_proprietary_metapackages_and_old_pin_are_absent(host, package):
     assert installed_version(host, package) is None
 
 
-def test_old_pin_was_purged_with_its_preferences_file(host):
-    assert not host.file("/etc/apt/preferences.d/nvidia-driver-pinning-580.95.05.pref").exists
-    assert "nvidia-driver-pinning-580.95.05" not in host.check_output("dpkg -l | awk '{print $2}'")
+def test_old_pins_were_purged(host):
+    listed = host.check_output("dpkg -l | awk '{print $2}'")
+    assert "nvidia-driver-pinning-580.95.05" not in listed
+    assert "nvidia-driver-pinning-590.48.01" not in listed
 
 
-def test_pinning_package_pins_the_driver_at_priority_1000(host, layout):
-    assert installed_version(host, "nvidia-driver-pinning-590.48.01") == "590.48.01-" + layout["revision"]
-    pin = host.file("/etc/apt/preferences.d/nvidia-driver-pinning-590.48.01.pref")
-    assert pin.contains("^Pin: version 590.48.01-\\*$")
-    assert pin.contains("^Pin-Priority: 1000$")
+def test_pin_holds_the_driver_below_the_newest_of_its_branch(host, layout):
+    assert installed_version(host, layout["pin"]) is not None
     policy = host.check_output("apt-cache policy nvidia-open")
-    assert "Candidate: 590.48.01-%s" % layout["revision"] in policy
+    assert "Candidate: %s-%s" % (VERSION, layout["revision"]) in policy
+    assert "595.91.07-%s" % layout["revision"] in policy
+
+
+def test_ubuntu_pins_through_the_exact_pinning_package(host, layout):
+    if layout["directory"] != "ubuntu2404":
+        pytest.skip("ubuntu2404 layout")
+    pin = host.file("/etc/apt/preferences.d/nvidia-driver-pin")
+    assert pin.contains("^Pin: version 595.71.05-\\*$")
+    assert pin.contains("^Pin-Priority: 1000$")
+    assert not host.file("/etc/apt/preferences.d/00-nvidia-driver-version").exists
+
+
+def test_debian_pins_through_the_branch_package_and_the_roles_exact_pin(host, layout):
+    if layout["directory"] != "debian12":
+        pytest.skip("debian12 layout")
+    assert host.file("/etc/apt/preferences.d/nvidia-driver-pin").contains("^Pin: version 595\\.\\*$")
+    exact = host.file("/etc/apt/preferences.d/00-nvidia-driver-version")
+    assert exact.contains("^Pin: version 595.71.05-\\*$")
+    assert exact.contains("^Pin-Priority: 1001$")
 
 
 def test_one_signed_sources_entry_for_the_repository(host, layout):
@@ -97,25 +118,27 @@ def test_persistence_daemon_is_enabled_and_running(host):
 
 
 def test_loaded_driver_is_the_installed_one(host):
-    assert host.file(DOUBLE + "/sys/module/nvidia/version").content_string.strip() == "590.48.01"
+    assert host.file(DOUBLE + "/sys/module/nvidia/version").content_string.strip() == VERSION
     assert "Open Kernel Module" in host.file(DOUBLE + "/proc/driver/nvidia/version").content_string
     assert host.check_output("nvidia-smi -L").startswith("GPU 0: NVIDIA RTX PRO 6000 Blackwell Server Edition")
 
 
 def test_driver_facts_record_the_final_state(host, layout):
     fact = json.loads(host.file("/etc/ansible/facts.d/nvidia_driver.fact").content_string)
-    assert fact["version"] == "590.48.01"
-    assert fact["package_version"] == "590.48.01-" + layout["revision"]
-    assert fact["installed_version"] == fact["loaded_version"] == "590.48.01"
+    assert fact["version"] == VERSION
+    assert fact["package_version"] == VERSION + "-" + layout["revision"]
+    assert fact["pinning_package"] == layout["pin"]
+    assert fact["installed_version"] == fact["loaded_version"] == VERSION
     assert fact["reboot_needed"] is False
-    assert fact["reboot_decision"] == "not-needed"
+    assert fact["reboot_decision"] == "reboot"
     assert fact["kernel_headers"] == "skip-container"
     assert fact["flavour"] == "open"
 
 
 def test_service_was_stopped_only_when_the_driver_changed_and_started_again(host):
     assert host.service("sglang-qwen").is_running
-    # prepare started it; the install and the upgrade stopped and started it; check mode, the
-    # idempotence run and the converge after the reboot left it alone.
+    # prepare started it; the install, the upgrade to 590, the failed upgrade to 595 (started
+    # again on 590) and the upgrade to 595 stopped and started it; check mode, the idempotence run
+    # and the converge after the reboot left it alone.
     events = host.file("/var/log/sglang-qwen-events").content_string.split()
-    assert events == ["start", "stop", "start", "stop", "start"]
+    assert events == ["start"] + ["stop", "start"] * 4

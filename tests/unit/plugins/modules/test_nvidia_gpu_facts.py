@@ -248,3 +248,47 @@ def test_the_nvidia_smi_double_reads_like_the_real_host(host, monkeypatch):
     mismatch = subprocess.run([str(smi)], capture_output=True, text=True, check=False)
     assert mismatch.returncode == 18
     assert _nvidia.nvml_mismatch(mismatch.stdout)
+
+
+DERIVED = REPO / "tests" / "unit" / "fixtures" / "derived-multi-gpu"
+
+
+def test_interconnect_of_a_multi_gpu_host_from_topo_m(host):
+    """The derived 8-card PCIe host (tests/unit/fixtures/derived-multi-gpu): every pair's link."""
+    query = (DERIVED / "rtx-pro-6000-8gpu-pcie" / "nvidia-smi-query.csv").read_text()
+    topo = (DERIVED / "rtx-pro-6000-8gpu-pcie" / "nvidia-smi-topo-m.txt").read_text()
+    host.executable("nvidia-smi", stdout=query, by_args={"topo": (topo, 0)})
+    facts = host.run()
+    assert [gpu["pci_bus_id"] for gpu in facts["gpus"]] == [
+        "00000000:%s:00.0" % bus for bus in ("17", "18", "3A", "3B", "98", "99", "B1", "B2")]
+    assert len(facts["interconnect"]) == 28
+    assert facts["interconnect"][0] == {"gpus": [0, 1], "link": "PIX", "type": "pcie", "nvlinks": 0}
+    assert {tuple(pair["gpus"]): pair["link"] for pair in facts["interconnect"]}[(3, 4)] == "SYS"
+
+
+def test_no_interconnect_on_one_gpu_or_when_topo_fails(host):
+    host.executable("nvidia-smi", stdout=real("nvidia-smi-query.csv"))
+    assert host.run()["interconnect"] == []
+    query = (DERIVED / "h200-8gpu-nvlink" / "nvidia-smi-query.csv").read_text()
+    host.executable("nvidia-smi", stdout=query, by_args={"topo": ("Invalid combination of input arguments.\n", 2)})
+    assert host.run()["interconnect"] == []
+
+
+def test_the_nvidia_smi_double_prints_a_topology_the_parser_reads(host, monkeypatch):
+    builder = load_repo_builder()
+    state = host.root / "double-state"
+    (state / "sys" / "module" / "nvidia").mkdir(parents=True)
+    (state / "sys" / "module" / "nvidia" / "version").write_text("595.71.05\n")
+    double = load_module("test_double", REPO / "tests" / "fixtures" / "nvidia_repo" / "test_double.py")
+    monkeypatch.setattr(double, "STATE", state)
+    monkeypatch.setattr(double, "BOOT_ID", state / "boot_id")
+    double.hardware("rtx-pro-6000", 4)
+    monkeypatch.setenv("NVIDIA_TEST_DOUBLE_STATE", str(state))
+    smi = host.bin / "nvidia-smi"
+    smi.write_text(builder.render("nvidia-smi", VERSION="595.71.05", CUDA_VERSION="13.2",
+                                  XML_TEMPLATE=json.dumps(builder.xml_template())))
+    smi.chmod(0o755)
+    out = subprocess.run([str(smi), "topo", "-m"], capture_output=True, text=True, check=True).stdout
+    pairs = _nvidia.gpu_interconnect(_nvidia.parse_topo_matrix(out))
+    assert [(pair["gpus"], pair["link"]) for pair in pairs] == [
+        ([0, 1], "PIX"), ([0, 2], "NODE"), ([0, 3], "NODE"), ([1, 2], "NODE"), ([1, 3], "NODE"), ([2, 3], "PIX")]
