@@ -23,10 +23,16 @@ def free_port():
 
 
 def load_module(name, path):
-    """Import the script at ``path`` (a fixture's script, not part of a package) as ``name``."""
+    """Import the script at ``path`` (a fixture's script, not part of a package) as ``name``,
+    with its own directory importable, as when it runs as a script (its sibling modules)."""
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    here = str(pathlib.Path(path).resolve().parent)
+    sys.path.insert(0, here)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(here)
     return module
 
 

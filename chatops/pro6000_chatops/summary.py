@@ -281,6 +281,11 @@ class EventRecorder:
         host = str(data.get("host"))
         task = data.get("task")
         result = data.get("res") if isinstance(data.get("res"), dict) else {}
+        # Role smoke probes every replica and then the host's URL in one looped task: its last
+        # item is what the host serves.
+        items = [item for item in result.get("results") or () if isinstance(item, dict)]
+        if items and data.get("resolved_action") == PROBE_MODULE:
+            result = dict(items[-1], changed=result.get("changed"))
         if status == "ok" and result.get("changed"):
             status = "changed"
         action = data.get("resolved_action")

@@ -41,7 +41,7 @@ def test_e2e_lab(lab):
     if probe.algorithm:
         assert bench.acceptance_length > 1
     assert "tok/s" in reply.text and "acceptance" in reply.text
-    assert ("task", "task: Run the smoke benchmark and gate on its floors") in [(p.kind, p.text) for p in progress]
+    assert ("task", "task: Run the smoke benchmark of the host and gate on its floors") in [(p.kind, p.text) for p in progress]
     assert list(ops.config.runs_dir.iterdir()) == []
 
 

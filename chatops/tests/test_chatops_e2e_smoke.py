@@ -49,7 +49,7 @@ def test_bench_returns_the_smoke_figures(ops):
     # of a request.
     assert 5 < bench.acceptance_length <= 11
     assert "bench passed: 1 stream" in reply.text and "acceptance" in reply.text
-    assert ("task", "task: Run the smoke benchmark and gate on its floors") in [(p.kind, p.text) for p in progress]
+    assert ("task", "task: Run the smoke benchmark of the host and gate on its floors") in [(p.kind, p.text) for p in progress]
 
 
 def test_status_probes_without_benchmarking(ops):
@@ -64,5 +64,5 @@ def test_a_failed_gate_reaches_the_summary(ops):
     assert summary.status == "failed"
     (bench,) = summary.bench
     assert bench.passed is False and bench.failed_gates == ("acceptance_length",)
-    assert summary.failure.startswith("pro6000-gated: Run the smoke benchmark and gate on its floors: failed")
+    assert summary.failure.startswith("pro6000-gated: Run the smoke benchmark of the host and gate on its floors: failed")
     assert "bench FAILED" in reply.text and "failed gates: acceptance_length" in reply.text

@@ -101,7 +101,7 @@ def test_an_operator_deploys_a_host_and_sees_progress_and_the_smoke_figures(chat
     progress = "\n".join(content["body"] for content in thread[1:-1])
     assert "task: Record the deploy request" in progress
     assert "pro6000-01: changed: Record the deploy request" in progress
-    assert "task: Run the smoke benchmark and gate on its floors" in progress
+    assert "task: Run the smoke benchmark of the host and gate on its floors" in progress
     lines = summary["body"].splitlines()
     assert re.fullmatch(r"deploy pro6000-01 ddtree draft=16 budget=15: successful in \d+ s \(run \w+\)", lines[0])
     assert lines[1].startswith("pro6000-01: ok, 1 changed; serves DDTREE draft 16 budget 15 on SGLang 0.5.23; "

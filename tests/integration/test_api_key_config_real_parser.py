@@ -45,7 +45,8 @@ def secrets_file(tmp_path_factory):
     subprocess.run(
         ["ansible", "localhost", "-c", "local", "-m", "ansible.builtin.template",
          "-a", "src=%s dest=%s" % (REPO / "roles/sglang_service/templates/sglang.secrets.yaml.j2", path),
-         "-e", json.dumps({"sglang_service_api_key": KEY, "sglang_service_unit_name": "sglang-qwen"})],
+         "-e", json.dumps({"sglang_service_api_key": KEY, "common_service_group": "sglang",
+                           "__sglang_service_replica": {"unit": "sglang-qwen-0.service"}})],
         check=True, capture_output=True, env=env, timeout=120)
     return path
 
