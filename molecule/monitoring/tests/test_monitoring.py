@@ -65,7 +65,9 @@ def test_exporters_listen_on_loopback_and_admit_the_scrapers_only(host):
         assert host.socket("tcp://127.0.0.1:%d" % port).is_listening
         assert not host.socket("tcp://0.0.0.0:%d" % port).is_listening
     for unit in ("prometheus-node-exporter", "nvidia-dcgm-exporter"):
-        assert host.check_output("systemctl show -p IPAddressDeny --value %s", unit) == "0.0.0.0/0 ::/0"
+        # systemd lists the two prefixes in either order.
+        assert sorted(host.check_output("systemctl show -p IPAddressDeny --value %s", unit).split()) == [
+            "0.0.0.0/0", "::/0"]
         # localhost and the scrapers (127.0.0.1), as systemd folds them.
         assert host.check_output("systemctl show -p IPAddressAllow --value %s", unit) == "::1/128 127.0.0.0/8"
 
