@@ -247,18 +247,15 @@ class FakeSGLang(http.server.ThreadingHTTPServer):
         self.thread.join(timeout=5)
 
 
-class SilentServer:
-    """Takes every connection and the request on it and never answers; stamps (time.monotonic())
-    when each connection came in and when the client closed it, so that a test measures a
-    module's time bound on the server's clock, without the interpreter's start-up."""
+class _RawListener:
+    """A loopback TCP listener that hands each connection to ``_serve`` in a thread of its own,
+    until the listener is closed; ``_accepted`` is called first with the connection's time."""
 
-    def __init__(self):
+    def __init__(self, backlog):
         self.listener = socket.socket()
         self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(64)
+        self.listener.listen(backlog)
         self.url = "http://127.0.0.1:%d" % self.listener.getsockname()[1]
-        self.accepted = []
-        self.closed = []
         self.thread = threading.Thread(target=self._accept, daemon=True)
 
     def _accept(self):
@@ -267,10 +264,37 @@ class SilentServer:
                 connection, _address = self.listener.accept()
             except OSError:
                 return  # the listener was closed
-            self.accepted.append(time.monotonic())
-            threading.Thread(target=self._drain, args=(connection,), daemon=True).start()
+            self._accepted(time.monotonic())
+            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
 
-    def _drain(self, connection):
+    def _accepted(self, when):
+        pass
+
+    def _serve(self, connection):
+        raise NotImplementedError
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.listener.close()
+
+
+class SilentServer(_RawListener):
+    """Takes every connection and the request on it and never answers; stamps (time.monotonic())
+    when each connection came in and when the client closed it, so that a test measures a
+    module's time bound on the server's clock, without the interpreter's start-up."""
+
+    def __init__(self):
+        super().__init__(64)
+        self.accepted = []
+        self.closed = []
+
+    def _accepted(self, when):
+        self.accepted.append(when)
+
+    def _serve(self, connection):
         connection.settimeout(MAX_PAUSE_S)
         try:
             while connection.recv(4096):
@@ -289,36 +313,17 @@ class SilentServer:
         assert self.accepted and len(self.closed) == len(self.accepted), "a connection was left open"
         return max(self.closed) - min(self.accepted)
 
-    def __enter__(self):
-        self.thread.start()
-        return self
 
-    def __exit__(self, *exc):
-        self.listener.close()
-
-
-class RawServer:
+class RawServer(_RawListener):
     """A hostile HTTP/1.1 server for the limits of the client: it reads each request's head and
     answers ``answer`` as raw bytes (malformed framing is the point), or, when ``answer`` is a
     callable, writes what ``answer()`` yields until the client hangs up (an endless body).
     ``sent`` counts the bytes written."""
 
     def __init__(self, answer):
+        super().__init__(16)
         self.answer = answer
         self.sent = 0
-        self.listener = socket.socket()
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(16)
-        self.url = "http://127.0.0.1:%d" % self.listener.getsockname()[1]
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-
-    def _accept(self):
-        while True:
-            try:
-                connection, _address = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
 
     def _serve(self, connection):
         connection.settimeout(MAX_PAUSE_S)
@@ -337,13 +342,6 @@ class RawServer:
             pass  # the client hung up: what an endless body waits for
         finally:
             connection.close()
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.listener.close()
 
 
 def run_main(main, args, capsys):
