@@ -82,7 +82,14 @@ echo
 echo "total: $SECONDS s"
 echo "passed: ${passed[*]:-none}"
 echo "failed: ${failed[*]:-none}"
-# Where only the end of this output is kept (a CI summary), the failing tests still show.
+# Where only the end of this output is kept (a CI summary), the failing tests and tasks still
+# show: pytest's summary lines, and for every other failed stage its last failed task or
+# assertion (Molecule's log frames them in box-drawing characters and colours).
 grep -hE '^(FAILED|ERROR) ' "$logs/pytest.log" 2>/dev/null | cut -c1-200 | sed 's/^/pytest: /'
+for name in "${failed[@]}"; do
+  [ "$name" != pytest ] || continue
+  sed 's/\x1b\[[0-9;]*m//g; s/^[ │]*//' "$logs/$name.log" |
+    grep -E '^(fatal: |failed: |FAILED|E  |ERROR! |\[ERROR\])' | grep -v RETRYING | tail -6 | cut -c1-200 | sed "s/^/$name: /"
+done
 echo "stages: ${#passed[@]} passed, ${#failed[@]} failed"
 [ ${#failed[@]} -eq 0 ]
