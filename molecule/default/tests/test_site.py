@@ -34,8 +34,11 @@ def test_each_replica_runs_the_wanted_flags_on_its_own_gpu(host, sglang_fact, in
     assert (flags["--host"], flags["--port"]) == ("127.0.0.1", str(30001 + index))
     assert all(flag in sglang_fact["options"] for flag in argv if flag.startswith("--"))
     environment = host.check_output("systemctl show -p Environment --value %s", name).split()
-    # The container's driver is not loaded before a reboot: GPUs are named by PCI position.
-    assert "CUDA_VISIBLE_DEVICES=%d" % index in environment and "CUDA_DEVICE_ORDER=PCI_BUS_ID" in environment
+    # The lab rebooted into the loaded driver (through the double): each replica owns the GPU at
+    # its PCI position, by UUID, as nvidia-smi lists them.
+    uuids = [line.split(", ")[1] for line in sorted(
+        host.check_output("nvidia-smi --query-gpu=pci.bus_id,uuid --format=csv,noheader").splitlines())]
+    assert "CUDA_VISIBLE_DEVICES=%s" % uuids[index] in environment and "CUDA_DEVICE_ORDER=PCI_BUS_ID" in environment
 
 
 def test_the_gateway_answers_on_the_host_port_and_routes_to_every_replica(host):

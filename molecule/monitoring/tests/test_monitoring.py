@@ -1,34 +1,23 @@
 """The lab's monitoring seen through Prometheus's HTTP API, as an operator sees it."""
 import json
+import pathlib
 import re
+import sys
 import time
-import urllib.parse
 
 import pytest
 
-PROMETHEUS = "http://127.0.0.1:9090"
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared" / "verify"))
+from prometheus_api import (  # noqa: E402
+    DASHBOARD, all_targets_up, api, dashboard_exprs, empty_dashboard_queries, firing, query, wait)
+
 # The scenario's intervals (molecule.yml): scrape and evaluation every 2 s, for: 10 s / 6 s.
 INTERVAL_S = 2
 FOR_SUSTAINED_S = 10
 FOR_SHORT_S = 6
 MODEL = "Qwen3.6-27B"
+GRAFANA_DASHBOARD = "/etc/grafana/provisioning/dashboards/pro6000/pro6000-dashboard.json"
 RULE_FILES = ["/etc/prometheus/rules/pro6000-recording.yml", "/etc/prometheus/rules/pro6000-alerts.yml"]
-DASHBOARD = "/etc/grafana/provisioning/dashboards/pro6000/pro6000-dashboard.json"
-
-
-def api(host, path, **params):
-    url = PROMETHEUS + path + ("?" + urllib.parse.urlencode(params) if params else "")
-    answer = json.loads(host.check_output("curl -sf %s", url))
-    assert answer["status"] == "success", answer
-    return answer["data"]
-
-
-def query(host, expr):
-    return api(host, "/api/v1/query", query=expr)["result"]
-
-
-def firing(host, name):
-    return [a for a in api(host, "/api/v1/alerts")["alerts"] if a["labels"]["alertname"] == name and a["state"] == "firing"]
 
 
 def load(host, url, seconds, concurrency=4):
@@ -38,26 +27,11 @@ def load(host, url, seconds, concurrency=4):
                       str(seconds))
 
 
-def wait(predicate, timeout, step=0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    return predicate()
-
-
 def test_every_exporter_replica_and_the_gateway_is_an_up_target(host):
-    def targets():
-        active = api(host, "/api/v1/targets")["activeTargets"]
-        return active if active and all(t["health"] == "up" for t in active) else None
-    active = wait(targets, 30)
-    assert active, api(host, "/api/v1/targets")["activeTargets"]
-    seen = sorted((t["labels"]["job"], t["labels"]["host"], t["labels"].get("replica", "")) for t in active)
-    assert seen == [("dcgm", "pro6000-monitoring", ""), ("node", "pro6000-monitoring", ""),
-                    ("sglang", "pro6000-monitoring", "replica-0"), ("sglang", "pro6000-monitoring", "replica-1"),
-                    ("smg", "pro6000-monitoring", "")]
+    assert all_targets_up(host, 30) == [
+        ("dcgm", "pro6000-monitoring", "", "up"), ("node", "pro6000-monitoring", "", "up"),
+        ("sglang", "pro6000-monitoring", "replica-0", "up"), ("sglang", "pro6000-monitoring", "replica-1", "up"),
+        ("smg", "pro6000-monitoring", "", "up")]
 
 
 def test_exporters_listen_on_loopback_and_admit_the_scrapers_only(host):
@@ -65,11 +39,12 @@ def test_exporters_listen_on_loopback_and_admit_the_scrapers_only(host):
         assert host.socket("tcp://127.0.0.1:%d" % port).is_listening
         assert not host.socket("tcp://0.0.0.0:%d" % port).is_listening
     for unit in ("prometheus-node-exporter", "nvidia-dcgm-exporter"):
-        # systemd lists the two prefixes in either order.
+        # systemd lists each property's prefixes in either order.
         assert sorted(host.check_output("systemctl show -p IPAddressDeny --value %s", unit).split()) == [
             "0.0.0.0/0", "::/0"]
         # localhost and the scrapers (127.0.0.1), as systemd folds them.
-        assert host.check_output("systemctl show -p IPAddressAllow --value %s", unit) == "::1/128 127.0.0.0/8"
+        assert sorted(host.check_output("systemctl show -p IPAddressAllow --value %s", unit).split()) == [
+            "127.0.0.0/8", "::1/128"]
 
 
 def test_dcgm_and_its_exporter_are_the_pinned_pair(host):
@@ -111,17 +86,12 @@ def test_every_metric_a_rule_reads_is_served(host):
 
 
 def test_every_dashboard_query_returns_series_and_no_alert_fires_on_the_healthy_lab(host):
-    dashboard = json.loads(host.file(DASHBOARD).content_string)
-    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
-    assert len(exprs) >= 25
+    # The scenario sets monitoring_grafana_provisioning_dir: the dashboard is installed as shipped.
+    assert json.loads(host.file(GRAFANA_DASHBOARD).content_string) == json.loads(DASHBOARD.read_text())
+    assert len(dashboard_exprs()) >= 25
     load(host, "http://127.0.0.1:8000", 25)
     time.sleep(12)
-    empty = []
-    for expr in exprs:
-        expr = expr.replace("$host", ".*").replace("$__rate_interval", "20s")
-        if not query(host, expr):
-            empty.append(expr)
-    assert not empty
+    assert empty_dashboard_queries(host, "20s") == []
     assert [a["labels"] for a in api(host, "/api/v1/alerts")["alerts"]] == []
 
 
