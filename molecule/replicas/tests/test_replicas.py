@@ -1,6 +1,6 @@
 """After the side effects: tensor parallel 2 on four GPUs (two replicas behind the gateway), the
 constant load through the speculative change lost no request, the replica on the faulty GPU was
-rolled back alone and named. (The API key's path through replicas and gateway is tested by
+rolled back alone and named, and the smoke gate named the replica the gateway's pool lacked. (The API key's path through replicas and gateway is tested by
 molecule/sglang_service and tests/integration/test_gateway_argv_real_parser.py.)"""
 import json
 
@@ -41,6 +41,13 @@ def test_the_replica_on_the_faulty_gpu_was_rolled_back_alone_and_named(host):
     assert "uncorrectable ECC error encountered" in message
     assert "Rolled back to the last good configuration; the server answers again at http://127.0.0.1:30003" in message
     assert not any(name in message for name in ("Replica sglang-qwen-0", "Replica sglang-qwen-1", "Replica sglang-qwen-3"))
+
+
+def test_the_smoke_gate_names_a_replica_missing_from_the_gateways_pool(host):
+    message = host.file(TEST_DIR + "/unrouted.txt").content_string
+    assert "Not healthy in the gateway's pool (http://127.0.0.1:30000/workers): sglang-qwen-2." in message
+    # The scenario's gateway routes cache_aware: request counts are shown, not gated.
+    assert "Took no request through the round-robin gateway during the host's benchmark: none." in message
 
 
 def test_two_replicas_of_two_gpus_each_behind_the_gateway(host):

@@ -37,10 +37,11 @@ def test_one_replica_per_gpu_in_pci_order_behind_the_gateway():
     assert result["replicas"][2]["argv"] == SERVES["argv"] + ["--host", "127.0.0.1", "--port", "30003"]
     assert result["gateway"] == {"unit": "sglang-qwen-gateway.service", "host": "0.0.0.0", "port": 30000,
                                  "url": "http://127.0.0.1:30000", "metrics_port": 29000,
-                                 "metrics_url": "http://127.0.0.1:29000/metrics"}
+                                 "metrics_url": "http://127.0.0.1:29000/metrics", "policy": "cache_aware"}
     record = result["record"]
     assert record["url"] == "http://127.0.0.1:30000" and record["unit"] == "sglang-qwen-gateway.service"
-    assert record["gateway"]["metrics_url"] == "http://127.0.0.1:29000/metrics"
+    assert record["gateway"] == {"url": "http://127.0.0.1:30000", "unit": "sglang-qwen-gateway.service",
+                                 "metrics_url": "http://127.0.0.1:29000/metrics", "policy": "cache_aware"}
     assert record["replicas"][0] == {"name": "sglang-qwen-0", "unit": "sglang-qwen-0.service", "port": 30001,
                                      "url": "http://127.0.0.1:30001", "gpus": ["GPU-1"],
                                      "metrics_url": "http://127.0.0.1:30001/metrics"}
@@ -76,6 +77,10 @@ def test_gpus_seen_only_on_the_pci_bus_are_named_by_position():
     result = sglang_replica_plan(facts, LAYOUT, SERVES)
     assert [r["gpus"] for r in result["replicas"]] == [["0"], ["1"]]
     assert sglang_replica_plan({"gpus": GPUS, "pci_devices": []}, LAYOUT, SERVES)["replicas"][0]["gpus"] == ["GPU-1"]
+
+
+def test_the_record_names_the_gateway_policy_the_smoke_gate_reads():
+    assert plan(gateway_policy="round_robin")["record"]["gateway"]["policy"] == "round_robin"
 
 
 def test_gateway_always_puts_even_one_replica_behind_it():
