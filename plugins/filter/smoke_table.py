@@ -17,7 +17,10 @@ description:
     while the gateway was benchmarked.
 options:
   _input:
-    description: The registered loop results of the per-replica benchmarks (each with C(item) and C(result)).
+    description: >-
+      The registered loop results of the per-replica benchmarks (each with C(item) and C(result));
+      empty when the replicas were not benchmarked alone (their rows then show only the requests
+      each took from the gateway).
     type: list
     elements: dict
     required: true
@@ -91,8 +94,14 @@ def smoke_table(replicas, host, before=None, after=None):
         name = bench["item"]["name"]
         lines.append(ROW % (name, _number(single), _number(many, "%.0f"), concurrency or "", _number(acceptance, "%.2f"),
                             "%s / %s" % (_verdicts(bench.get("result") or {}), taken.get(name, "n/a"))))
+    # Replicas counted but not benchmarked alone (role smoke's smoke_bench_replicas: false).
+    benched = set(bench["item"]["name"] for bench in replicas)
+    for read in after or []:
+        name = read["item"]["name"]
+        if name not in benched:
+            lines.append(ROW % (name, "n/a", "n/a", "", "n/a", "not measured alone / %s" % taken.get(name, "n/a")))
     single, many, concurrency, acceptance = _figures(host)
-    lines.append(ROW % ("gateway" if replicas else "server", _number(single), _number(many, "%.0f"), concurrency or "",
+    lines.append(ROW % ("gateway" if replicas or after else "server", _number(single), _number(many, "%.0f"), concurrency or "",
                         _number(acceptance, "%.2f"), _verdicts(host)))
     for gate in host.get("gates") or []:
         value = gate.get("value")

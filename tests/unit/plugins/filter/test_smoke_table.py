@@ -40,6 +40,14 @@ def test_rows_for_each_replica_and_the_gateway_and_the_idle_replica():
     assert "gate output_tps_cN" in rows[4] and rows[4].endswith("FAILED")
 
 
+def test_replicas_not_benchmarked_alone_still_show_their_requests_from_the_gateway():
+    report = smoke_table([], bench(4, 385.0, 1300.0), [read("sglang-qwen-0", "1.0"), read("sglang-qwen-1", "1.0")],
+                         [read("sglang-qwen-0", "4.0"), read("sglang-qwen-1", "1.0")])
+    rows = report["lines"]
+    assert rows[1].startswith("sglang-qwen-0") and rows[1].endswith("not measured alone / 3")
+    assert rows[3].startswith("gateway") and report["idle"] == ["sglang-qwen-1"]
+
+
 def test_a_single_server_has_one_row_and_no_counts():
     report = smoke_table([], bench(4, 390.0, 1500.0))
     assert report["lines"][1].startswith("server") and report["taken"] == {} and report["idle"] == []
