@@ -30,8 +30,8 @@ def facts(virtualization, reboot_needed=True):
     (METAL, "auto", "", "ssh", "127.0.0.1", "deferred-controller"),
     ({}, "auto", "", "ssh", "gpu1", "reboot"),  # no virtualization facts gathered: not a container
 ])
-def test_a_needed_reboot_is_taken_only_where_it_can_and_may_be(virtualization, setting, command, connection,
-                                                                host, decision):
+def test_a_needed_reboot_is_taken_where_it_can_and_may_be(virtualization, setting, command, connection, host,
+                                                          decision):
     assert reboot(facts(virtualization), setting, command, connection, host) == decision
 
 
