@@ -14,13 +14,7 @@ LIMIT = 200
 # may only shrink (an entry that is gone or shorter fails the test, so that it is taken off).
 NOT_YET_MOVED = collections.Counter([
     ("roles/chatops_bot/vars/main.yml", "{{ (chatops_bot_config.keys() | intersect(['audi"),
-    ("roles/common/vars/main.yml", "{{ {} | combine({'http_proxy': common_http_proxy"),
-    ("roles/common/vars/main.yml", "{{ common_proxy_environment | combine({'PIP_DISA"),
     ("roles/cuda_toolkit/tasks/preflight.yml", '{{ dict(cuda_toolkit_versions | zip(__cuda_toolk'),
-    ("roles/model_weights/tasks/preflight.yml", '{{ model_weights_models | length > 0 and (model_'),
-    ("roles/model_weights/tasks/preflight.yml", "{{ (__source == 'path' and __model.path is defin"),
-    ("roles/model_weights/tasks/preflight.yml", "{{ __revision is match('^[A-Za-z0-9_][A-Za-z0-9_"),
-    ("roles/model_weights/tasks/preflight.yml", '{{ (not model_weights_require_lock or __model.lo'),
     ("roles/nvidia_driver/tasks/install.yml", "{{ __installed | dict2items | rejectattr('key', "),
     ("roles/nvidia_driver/tasks/install.yml", "{{ nvidia_driver_dependent_services | map('regex"),
     ("roles/nvidia_driver/tasks/resolve.yml", '{{ __nvidia_driver_pin_madison.stdout_lines | pr'),
