@@ -14,15 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from .speculative import ALGORITHMS, DDTREE_BUDGET_RANGE, DRAFT_LENGTH_RANGE
 from .summary import PROBE_MODULE
 
 MAX_COMMAND_LENGTH = 200
 ALLOWED_CHARACTERS = frozenset(string.ascii_letters + string.digits + " ._=-")
 _HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
-_WHOLE_NUMBER = re.compile(r"[0-9]{1,3}")
+# No leading zero, and no more digits than the largest number a parameter takes.
+_WHOLE_NUMBER = re.compile(r"0|[1-9][0-9]{0,%d}" % (len(str(max(DRAFT_LENGTH_RANGE[1], DDTREE_BUDGET_RANGE[1]))) - 1))
 _ECHO_LIMIT = 32
-
-ALGORITHMS = ("ddtree", "dflash", "none")
 
 
 class Refused(Exception):
@@ -66,8 +66,9 @@ class Action:
 
 # The extra vars are the sglang_service role's own variables (roles/sglang_service/defaults).
 ALGORITHM_EXTRA_VAR = "sglang_service_speculative_algorithm"
-DRAFT = NumberParameter("draft", 1, 16, "sglang_service_draft_length")
-BUDGET = NumberParameter("budget", 1, 64, "sglang_service_ddtree_budget")
+# The ranges are the role's (speculative.py, a copy of the collection's module_utils/_speculative.py).
+DRAFT = NumberParameter("draft", *DRAFT_LENGTH_RANGE, "sglang_service_draft_length")
+BUDGET = NumberParameter("budget", *DDTREE_BUDGET_RANGE, "sglang_service_ddtree_budget")
 
 ACTIONS: Mapping[str, Action] = MappingProxyType({
     "deploy": Action("deploy", "deploy.yml", host_required=True, takes_algorithm=True,

@@ -253,9 +253,9 @@ _value:
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
-ALGORITHMS = ("ddtree", "dflash", "none")
-MAX_DRAFT_LENGTH = 16
-MAX_DDTREE_BUDGET = 1024
+from ansible_collections.pro6000.inference.plugins.module_utils._speculative import (
+    ALGORITHMS, DDTREE_BUDGET_RANGE, DRAFT_LENGTH_RANGE)
+
 # Attention backends whose kernels are built for sm_90/sm_100 only; on sm_120 (RTX PRO 6000)
 # use flashinfer (the default there), triton or trtllm_mha.
 NOT_ON_SM12X = ("fa3", "flashmla", "cutlass_mla", "trtllm_mla")
@@ -343,13 +343,14 @@ def ddtree_budgets(sglang, draft_length):
     if not build.has("--speculative-ddtree-budget"):
         return rule, rule, rule
     limits = build.ddtree_budget
-    return (limits.get("default") or rule, limits.get("minimum") or 1, limits.get("maximum") or MAX_DDTREE_BUDGET)
+    return (limits.get("default") or rule, limits.get("minimum") or DDTREE_BUDGET_RANGE[0],
+            limits.get("maximum") or DDTREE_BUDGET_RANGE[1])
 
 
 def _ddtree_budget(wanted, build, block):
     """The DDTree node budget served and its argv: the build's own default (its parser's, else
     what pull request 29907's worker derives: draft length - 1), checked against its limits."""
-    budget = _integer(wanted, "ddtree_budget", 0, MAX_DDTREE_BUDGET) or None  # 0: the build's default
+    budget = _integer(wanted, "ddtree_budget", 0, DDTREE_BUDGET_RANGE[1]) or None  # 0: the build's default
     rule = max(block - 1, 1) if block is not None else None
     if build.has("--speculative-ddtree-budget"):
         default, low, high = ddtree_budgets(build, block)
@@ -400,7 +401,7 @@ def _speculative(wanted, build, algorithm, drafter):
                                  % algorithm)
 
     trained = _drafter_block_size(drafter)
-    block = _integer(wanted, "draft_length", 1, MAX_DRAFT_LENGTH)
+    block = _integer(wanted, "draft_length", *DRAFT_LENGTH_RANGE)
     if block is None:
         block = trained
     if block is not None and trained is not None and block > trained:

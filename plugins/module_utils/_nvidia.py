@@ -31,6 +31,10 @@ BLACKWELL_PCI_DEVICE_RANGES = ((0x2900, 0x29FF), (0x2B00, 0x2FFF))
 # Blackwell starts at compute capability 10.0 (B200 10.0, RTX PRO 6000 12.0).
 BLACKWELL_MIN_COMPUTE_MAJOR = 10
 
+# ansible_facts['virtualization_type'] values of a container (ansible's facts/virtual/linux.py):
+# a container runs its host's kernel, so it neither reboots it nor builds modules for it.
+CONTAINER_TYPES = ("docker", "container", "containerd", "podman", "lxc", "systemd-nspawn")
+
 _VERSION_RE = re.compile(r"\b(\d+\.\d+(?:\.\d+)?)\b")
 _UNIT_RE = re.compile(r"^(?P<name>.+?)\s*\[(?P<unit>[^\]]+)\]$")
 _DPKG_LINE_RE = re.compile(
@@ -357,3 +361,28 @@ def gpus_from_smi_xml(text):
             "minor_number": int(minor) if minor and minor.isdigit() else None,
         })
     return gpus
+
+
+def in_container(facts):
+    """Whether ansible_facts describe a container guest."""
+    return facts.get("virtualization_role") == "guest" and facts.get("virtualization_type") in CONTAINER_TYPES
+
+
+def reboot_decision(facts, reboot, reboot_command, connection, host):
+    """Whether role nvidia_driver reboots the host, from nvidia_gpu_facts' reboot_needed."""
+    if not facts["nvidia_gpu"].get("reboot_needed"):
+        return "not-needed"
+    if reboot == "never":
+        return "deferred-never"
+    if connection == "local" or host in ("localhost", "127.0.0.1"):
+        return "deferred-controller"
+    if in_container(facts) and reboot_command == "":
+        return "deferred-container"
+    return "reboot"
+
+
+def headers_decision(facts, kernel_headers):
+    """Kernel headers as asked; under auto, none in a container (its kernel is the host's)."""
+    if kernel_headers in ("skip", "install"):
+        return kernel_headers
+    return "skip-container" if in_container(facts) else "install"

@@ -327,6 +327,20 @@ dflash:
       C(num_hidden_layers) and C(context_length) of a drafter.
   returned: when O(kind=drafter)
   type: dict
+fact_key:
+  description:
+    - The key under which role C(model_weights) records this model in its local fact,
+      V(target) or V(drafter) for those kinds, else the last component of O(dest).
+  returned: success
+  type: str
+  sample: target
+fact:
+  description:
+    - The entry role C(model_weights) records under RV(fact_key), with C(path), C(source),
+      C(repo_id), C(revision), C(commit), C(bytes), C(files), C(digest_source) and
+      C(verified_at), the keys of RV(config) beside them, and RV(dflash) when returned.
+  returned: success
+  type: dict
 """
 
 import datetime
@@ -886,6 +900,25 @@ def check_params(params):
             raise WeightsError("%s must be at least %d, not %d" % (name, least, params[name]))
 
 
+def fact_key(params):
+    """Target and drafter are found by their kind; any other model by its name (dest's last part)."""
+    if params["kind"] in ("target", "drafter"):
+        return params["kind"]
+    return os.path.basename(os.path.normpath(params["dest"]))
+
+
+def fact_entry(params, result):
+    """What role model_weights records of a staged model for role sglang_service."""
+    entry = {"path": result["path"], "source": params["source"], "repo_id": params["repo_id"],
+             "revision": result["revision"], "commit": result.get("commit"), "bytes": result.get("bytes", 0),
+             "files": result.get("files", 0), "digest_source": result.get("digest_source"),
+             "verified_at": result.get("verified_at")}
+    entry.update(result.get("config") or {})
+    if "dflash" in result:
+        entry["dflash"] = result["dflash"]
+    return entry
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -945,6 +978,7 @@ def main():
         result = stager.run()
     except WeightsError as exc:
         module.fail_json(msg=mask_secrets(str(exc)), **stager.result)
+    result.update(fact_key=fact_key(module.params), fact=fact_entry(module.params, result))
     module.exit_json(**result)
 
 

@@ -135,6 +135,26 @@ def test_mirror_stage_switches_a_link_to_a_verified_copy_and_a_rerun_sends_no_re
     assert doubles.requests() == []
 
 
+def test_the_fact_entry_is_what_role_model_weights_records(doubles, models):
+    """The entry the role writes to its local fact (it was built in Jinja before): the staged
+    copy's identity, the target's config keys beside them, the drafter's dflash block."""
+    target = run(mirror_args(doubles, models))
+    assert target["fact_key"] == "target"
+    assert target["fact"] == {
+        "path": str(models / "Qwen3.6-27B"), "source": "mirror", "repo_id": TARGET,
+        "revision": commit(TARGET, "v1"), "commit": None, "bytes": target["bytes"], "files": 6,
+        "digest_source": "source", "verified_at": target["verified_at"],
+        "model_type": target["config"]["model_type"], "architectures": target["config"]["architectures"],
+        "num_hidden_layers": 64, "context_length": target["config"]["context_length"]}
+    drafter = run(mirror_args(doubles, models, repo_id=DRAFTER, kind="drafter",
+                              target_config=str(models / "Qwen3.6-27B" / "config.json")))
+    assert drafter["fact_key"] == "drafter" and drafter["fact"]["dflash"] == drafter["dflash"]
+    assert "num_hidden_layers" not in drafter["fact"] and drafter["fact"]["repo_id"] == DRAFTER
+    other = run(mirror_args(doubles, models, repo_id=DRAFTER, dest=str(models / "extra")))
+    assert other["fact_key"] == "extra" and "dflash" not in other["fact"]
+    assert other["fact"]["path"] == str(models / "extra")
+
+
 def test_check_mode_on_a_fresh_host_reports_a_change_and_creates_nothing(doubles, models):
     result = run(mirror_args(doubles, models), check_mode=True)
     assert result["changed"]

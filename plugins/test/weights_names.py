@@ -1,0 +1,23 @@
+# -*- coding: utf-8 -*-
+# Copyright: pro6000.inference developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Whether a string is a hub repository id or a revision, by the rules module model_stage
+applies, so that role model_weights refuses bad input before anything changes. Documented in
+hub_repo_id.yml and git_ref_name.yml beside this file."""
+
+from __future__ import annotations
+
+from ansible_collections.pro6000.inference.plugins.module_utils._weights import check_repo_id, check_revision, passes
+
+
+def hub_repo_id(value):
+    return passes(check_repo_id, value)
+
+
+def git_ref_name(value):
+    return passes(check_revision, value)
+
+
+class TestModule:
+    def tests(self):
+        return {"hub_repo_id": hub_repo_id, "git_ref_name": git_ref_name}
