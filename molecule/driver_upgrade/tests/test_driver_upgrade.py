@@ -119,12 +119,15 @@ def test_driver_is_595_installed_pinned_and_loaded(host):
     print("%s: packages %s, pinning package %s, installed %s, loaded %s, reboot decision %s" % (
         host.backend.host, PACKAGE_VERSION, fact["pinning_package"], fact["installed_version"],
         fact["loaded_version"], fact["reboot_decision"]))
-    # One line per GPU: the lab simulates four.
+    # One line per GPU: prepare simulates two.
     assert set(host.check_output("nvidia-smi --query-gpu=driver_version --format=csv,noheader").split()) == {VERSION}
 
 
 def test_every_replica_serves_again(host):
-    for unit in service_units(host):
+    units = service_units(host)
+    # Two replicas (one per simulated GPU) and the gateway.
+    assert len(units) == 3
+    for unit in units:
         assert host.service(unit).is_running
     url = read_fact(host, "sglang_service")["url"]
     assert host.run("curl -sf -o /dev/null %s/health", url).rc == 0
