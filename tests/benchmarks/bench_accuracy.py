@@ -30,9 +30,9 @@ N, TPOT, E2E, request throughput, goodput and the per-chunk ITL median within 1 
 truth, the acceptance length within 0.02, and the module passed its own gates. The other ITL
 figures are printed and not gated: an ITL is a gap between two of the client's read stamps,
 one late wake-up of the client moves it, and the p95/p99 over a level's 30 to 240 gaps are
-its top few gaps, so on a shared machine their error is the client's scheduling delay (up to
-9 ms on 100 ms gaps, +16 % per token, seen on 2 busy cores); the per-token median sits at the
-edge of a cluster of equal values (gap/16 beside gap/10) and moves the same way. The
+its top few gaps, so on a shared machine their error is the client's scheduling delay (p95
+and p99 up to +16 % on 100 ms gaps, seen on 2 busy cores); the per-token median sits at the
+edge of a cluster of equal values (gap/16 beside gap/10) and moved up to -12 % the same way. The
 benchmark method says as much of per-chunk ITL: never gate on it. Prints one row per case,
 and the worst error of each serving figure per usage mode over all cases; exits 1 when a case
 misses.
