@@ -15,6 +15,10 @@ description:
     M(pro6000.inference.sglang_bench) under C(bench) or the failure under C(error), and ranks
     those whose benchmark passed by a metric.
   - Speedups are relative to the configuration with algorithm C(none), when it was measured.
+  - "Goodput (requests meeting every latency objective, per second) is shown at the design
+    concurrency and, when the benchmarks ran open-loop levels (Poisson arrivals at given
+    request rates), at each rate: one column per rate, C(goodput_open) in each row (a list of
+    C(request_rate), C(goodput), C(request_throughput))."
 options:
   _input:
     description: Configurations as tried, each with C(name), C(algorithm) and C(bench) or C(error).
@@ -49,8 +53,8 @@ _value:
 from ansible.errors import AnsibleFilterError
 
 CONFIG_KEYS = ("name", "algorithm", "draft_length", "ddtree_budget", "thinking")
-# sglang_bench's latency objectives (max_ttft_p99_s, max_tpot_p99_s).
-LATENCY_GATES = ("ttft_p99_s", "tpot_p99_s")
+# sglang_bench's latency objectives (max_ttft_p99_s, max_tpot_p99_s, max_e2e_p99_s).
+LATENCY_GATES = ("ttft_p99_s", "tpot_p99_s", "e2e_p99_s")
 
 
 def _level(bench, phase):
@@ -73,6 +77,9 @@ def _row(config):
     row["concurrency"] = many.get("concurrency")
     row["acceptance_length"] = (bench.get("acceptance") or {}).get("value")
     row["goodput_cn"] = many.get("goodput")
+    row["goodput_open"] = [{"request_rate": level.get("request_rate"), "goodput": level.get("goodput"),
+                            "request_throughput": level.get("request_throughput")}
+                           for level in bench.get("open_loop") or []]
     # A configuration that misses a latency objective is still measured: its goodput says how
     # far; only the other gates make it a failure.
     if not bench.get("passed", False):
@@ -102,14 +109,23 @@ def tune_table(configs, metric="decode_tps_c1"):
     failed = [row for row in rows if row not in served]
     ordered = served + failed
     best_name = served[0]["name"]
-    row_format = "%-16s %12s %14s %10s %8s %10s  %s"
-    lines = [row_format % ("config", "decode tok/s", "output tok/s@N", "accept", "speedup", "goodput@N", "")]
+    # The open-loop rates, in the order the benchmarks ran them (the same for every configuration).
+    rates = []
+    for row in rows:
+        for level in row.get("goodput_open") or []:
+            if level["request_rate"] not in rates:
+                rates.append(level["request_rate"])
+    row_format = "%-16s %12s %14s %10s %8s %10s" + " %12s" * len(rates) + "  %s"
+    lines = [row_format % (("config", "decode tok/s", "output tok/s@N", "accept", "speedup", "goodput@N")
+                           + tuple("goodput@%g/s" % rate for rate in rates) + ("",))]
     for row in ordered:
-        lines.append(row_format % (
+        open_loop = dict((level["request_rate"], level["goodput"]) for level in row.get("goodput_open") or [])
+        lines.append(row_format % ((
             row.get("name"), _fmt(row.get("decode_tps_c1")), _fmt(row.get("output_tps_cn")),
             _fmt(row.get("acceptance_length"), "%.2f"), _fmt(row.get("speedup"), "%.2fx"),
-            _fmt(row.get("goodput_cn"), "%.2f/s"),
-            "<- best" if row["name"] == best_name else row.get("error", "")))
+            _fmt(row.get("goodput_cn"), "%.2f/s"))
+            + tuple(_fmt(open_loop.get(rate), "%.2f/s") for rate in rates)
+            + ("<- best" if row["name"] == best_name else row.get("error", ""),)))
     return {
         "metric": metric,
         "rows": ordered,

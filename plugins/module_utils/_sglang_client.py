@@ -484,7 +484,7 @@ def decode_capture(capture):
     return capture
 
 
-def run_requests(client, workers, per_worker, request_for, timeout=None, deadline=None, total=None):
+def run_requests(client, workers, per_worker, request_for, timeout=None, deadline=None, total=None, arrivals=None):
     """Send ``workers`` x ``per_worker`` requests from this one thread and capture the answers.
 
     Each worker has its own keep-alive connection, opened before the first request, and sends
@@ -494,8 +494,10 @@ def run_requests(client, workers, per_worker, request_for, timeout=None, deadlin
     all parsing waits until everything has finished, so the client stays out of the way of
     what it measures. ``timeout`` bounds silence on a connection (the client's by default);
     ``deadline`` (perf_counter) bounds the whole run, connecting included. ``total`` caps the
-    number of requests below workers x per_worker. Failures are recorded in the captures,
-    never raised.
+    number of requests below workers x per_worker. ``arrivals`` (open loop) gives each worker's
+    send time in seconds after the start: worker i sends its one request then, whether or not
+    the others have finished (give one worker per request). Failures are recorded in the
+    captures, never raised.
 
     Returns (decoded captures in completion order, wall seconds from the first send to the
     last completion).
@@ -505,7 +507,7 @@ def run_requests(client, workers, per_worker, request_for, timeout=None, deadlin
     selector = selectors.DefaultSelector()
     connections = [client.connection() for _worker in range(workers)]
     rounds = [0] * workers
-    ready = list(range(workers - 1, -1, -1))  # workers whose next request can go out
+    ready = list(range(workers - 1, -1, -1)) if arrivals is None else []  # next request can go out
     finished = []
     active = {}
 
@@ -560,8 +562,14 @@ def run_requests(client, workers, per_worker, request_for, timeout=None, deadlin
     received = [0]  # bytes of every answer of this call, against RUN_LIMIT
     start = perf_counter()
     next_check = start + IDLE_CHECK_S
+    # (due time, worker) of the open-loop requests not sent yet, earliest last.
+    due = sorted(((start + offset, worker) for worker, offset in enumerate(arrivals or ())), reverse=True)
     try:
         while True:
+            now = perf_counter()
+            # Past the deadline every request still due is released, to be refused as unsent.
+            while due and (due[-1][0] <= now or (deadline is not None and now >= deadline)):
+                ready.append(due.pop()[1])
             while ready:
                 worker = ready.pop()
                 if rounds[worker] >= per_worker:
@@ -584,10 +592,14 @@ def run_requests(client, workers, per_worker, request_for, timeout=None, deadlin
                     continue
                 active[exchange.sock] = exchange
                 selector.register(exchange.sock, selectors.EVENT_READ, exchange)
-            if not active:
+            if not active and not due:
                 break
             wait = IDLE_CHECK_S if deadline is None else max(0.0, min(IDLE_CHECK_S, deadline - perf_counter()))
-            for key, _events in selector.select(wait):
+            if due:
+                wait = max(0.0, min(wait, due[-1][0] - perf_counter()))
+            if not active:
+                time.sleep(wait)
+            for key, _events in (selector.select(wait) if active else ()):
                 exchange = key.data
                 sock = exchange.sock
                 if active.get(sock) is not exchange:
@@ -668,7 +680,7 @@ class StreamResult:
 
     __slots__ = ("ok", "error", "status", "t_send", "t_end", "t_first", "t_last", "n_out",
                  "n_first", "counts_per_chunk", "content_chunks", "prompt_tokens",
-                 "finish_reason", "done", "spec_verify_ct")
+                 "finish_reason", "done", "spec_verify_ct", "chunk_stamps", "chunk_counts")
 
     def __init__(self):
         self.ok = False
@@ -683,6 +695,9 @@ class StreamResult:
         self.finish_reason = None
         self.done = False
         self.spec_verify_ct = None
+        # Stamp and cumulative server count (None where the event had none) of each content event.
+        self.chunk_stamps = []
+        self.chunk_counts = []
 
     @property
     def ttft(self):
@@ -715,6 +730,26 @@ class StreamResult:
         if not self.n_out or not self.content_chunks:
             return None
         return self.n_out / float(self.content_chunks)
+
+    def itl_gaps(self):
+        """Inter-token latency per chunk: the gap before each content event after the first, as
+        SGLang's bench_serving collects it for the OpenAI backends (``output.itl.append(timestamp
+        - most_recent_timestamp)`` per chunk with content, python/sglang/benchmark/serving.py)."""
+        stamps = self.chunk_stamps
+        return [later - earlier for earlier, later in zip(stamps, stamps[1:])]
+
+    def itl_token_gaps(self):
+        """Inter-token latency per token: each gap spread over the k tokens its event brought
+        (gap / k, k times), as bench_serving's native backend does (``adjust_itl``) and SGLang's
+        own ``inter_token_latency_seconds`` histogram; None without the server's count per event."""
+        if not self.counts_per_chunk or any(count is None for count in self.chunk_counts):
+            return None
+        found = []
+        for index in range(1, len(self.chunk_stamps)):
+            tokens = self.chunk_counts[index] - self.chunk_counts[index - 1]
+            if tokens > 0:
+                found.extend([(self.chunk_stamps[index] - self.chunk_stamps[index - 1]) / tokens] * tokens)
+        return found
 
 
 def iter_sse_events(reads):
@@ -866,6 +901,8 @@ def _read_event(data, stamp, result, previous_count, count_at_last_content):
         if result.t_first is None:
             result.t_first = stamp
         result.t_last = stamp
+        result.chunk_stamps.append(stamp)
+        result.chunk_counts.append(count)
         result.content_chunks += 1
         if count is None or count == count_at_last_content:
             result.counts_per_chunk = False

@@ -17,7 +17,7 @@ description:
   - "Phases: preflight (C(/health), C(/v1/models), C(/server_info) or C(/get_server_info)),
     warm-up (discarded), cache flush (C(/flush_cache), which also resets the server's
     speculative counters), concurrency 1, concurrency O(concurrency) with every worker
-    released together, acceptance length through C(/generate) when speculating, and a
+    released together, open-loop levels at O(request_rates) when given, acceptance length through C(/generate) when speculating, and a
     cross-check of C(sglang:generation_tokens_total) from C(/metrics) when the server has
     metrics on."
   - Tokens are counted by the server (C(usage.completion_tokens), C(meta_info.completion_tokens)),
@@ -172,10 +172,34 @@ options:
         per output token after the first, in seconds. Unset, no gate (the level reports the
         figure). Must be positive.
     type: float
+  max_e2e_p99_s:
+    description:
+      - Latency objective, gated at concurrency O(concurrency), on the 99th percentile of the
+        end-to-end request latency (send to the end of the stream), in seconds. Unset, no gate
+        (the level reports the figure). Must be positive.
+    type: float
+  request_rates:
+    description:
+      - "Open-loop levels, after the concurrency-N phase: for each rate (requests per second),
+        O(open_loop_requests) streams arrive as a Poisson process of that rate, as SGLang's
+        C(bench_serving --request-rate) sends them (the first at once, then exponential gaps of
+        mean 1/rate, from a fixed seed so every run sees the same arrivals), each on its own
+        connection whether or not earlier ones have finished. Reported under C(result.open_loop)
+        with the same figures as a level, C(goodput) included when an objective is set."
+      - Each rate must be positive, at most 10000. Empty, no open-loop level.
+    type: list
+    elements: float
+    default: []
+  open_loop_requests:
+    description:
+      - Requests of each open-loop level (one connection each). From 1 to 256.
+    type: int
+    default: 32
   records_path:
     description:
       - File on the target to write one JSON line per measured request to (level, concurrency,
-        success or error, TTFT, TPOT, end-to-end latency, token counts, decode speed), replaced
+        success or error, TTFT, TPOT, end-to-end latency, token counts, decode speed; open-loop
+        requests add their C(request_rate)), replaced
         atomically. Not written in check mode.
     type: path
   flush_cache:
@@ -235,11 +259,21 @@ result:
       C(min), C(p50), C(p90), C(p95), C(p99), C(max), C(mean)), C(decode_method) (C(per_event_counts),
       C(prefill_token) or C(mixed), see the description) and C(length_mismatches).
     - "What serving engineers read, per level: C(tpot_s) (time per output token after the first,
-      (e2e - ttft) / (n_out - 1) per request, as SGLang's C(bench_serving) defines it), C(e2e_s)
-      (request latency from send to the end of its stream), both distributions as above, and
-      C(request_throughput) (successful requests per second of the level's wall time), and
-      C(goodput) when a latency objective is set (requests whose own TTFT and TPOT meet the
-      objectives, per second; null otherwise)."
+      (e2e - ttft) / (n_out - 1) per request, as SGLang's C(bench_serving) defines it), C(itl_s)
+      (inter-token latency per chunk: every gap between consecutive content events of a stream,
+      the first excluded, pooled over the level's requests, as C(bench_serving) collects it for
+      its OpenAI backends), C(itl_token_s) (each of those gaps spread over the k tokens its event
+      brought, gap/k k times, as C(bench_serving)'s native backend and SGLang's own
+      C(inter_token_latency_seconds) histogram do; null when the server sends no count per
+      event), C(e2e_s) (request latency from send to the end of its stream), all distributions
+      as above, C(request_throughput) (successful requests per second of the level's wall
+      time), and C(goodput) when a latency objective is set (requests meeting every objective
+      set, TTFT, TPOT and E2E, each judged on the request's own figure as vLLM's
+      C(benchmark_serving --goodput) does, per second; null otherwise)."
+    - C(open_loop) has one entry per O(request_rates) rate, shaped as a level (C(phase) is
+      C(open_loop), C(concurrency) null) with C(request_rate) and C(arrivals_s) (when the last
+      request was due); empty without O(request_rates). Its requests count in the
+      C(requests_succeeded) and C(ignore_eos_lengths) gates.
     - C(acceptance) has C(value), C(method), C(per_request_mean), C(server_avg_spec_accept_length),
       C(completion_tokens), C(prefill_tokens), C(spec_verify_ct) and the request counts.
     - C(gates) has one entry per gate with C(name), C(value), C(floor), C(passed) and C(detail).
@@ -268,6 +302,7 @@ records_file:
 
 import datetime
 import json
+import random
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -325,7 +360,12 @@ BOUNDS = {
     "min_acceptance_length": (0, None, "tokens"),
     "max_ttft_p99_s": (POSITIVE, 3600, "seconds"),
     "max_tpot_p99_s": (POSITIVE, 3600, "seconds"),
+    "max_e2e_p99_s": (POSITIVE, 86400, "seconds"),
+    "open_loop_requests": (1, 256, "requests"),
 }
+# Request rates of the open-loop levels, per second: positive and finite (inf, a closed burst,
+# is what the concurrency-N phase measures).
+RATE_BOUNDS = (POSITIVE, 10000, "requests per second")
 
 
 def prompt(index, prompts=PROMPTS):
@@ -403,7 +443,7 @@ def stream_level(client, model, workers, per_worker, max_tokens, deadline, reque
     return [parse_stream(capture) for capture in captures], wall
 
 
-def level_summary(phase, concurrency, results, wall, max_tokens, objectives=(None, None)):
+def level_summary(phase, concurrency, results, wall, max_tokens, objectives=(None, None, None)):
     """One concurrency level of the result document."""
     ok = [r for r in results if r.ok]
     failed = [r for r in results if not r.ok]
@@ -433,6 +473,34 @@ def level_summary(phase, concurrency, results, wall, max_tokens, objectives=(Non
     }, **serving_figures(ok, wall, objectives))
 
 
+def poisson_arrivals(rate, count, seed=0):
+    """Send times (seconds after the first) of ``count`` requests arriving as a Poisson process
+    of ``rate`` per second: the first at once, then exponential gaps of mean 1 / rate, as
+    SGLang's bench_serving --request-rate draws them (get_request, np.random.exponential).
+    Seeded, so every configuration of a sweep sees the same arrivals."""
+    draw = random.Random(seed)
+    offsets = [0.0]
+    while len(offsets) < count:
+        offsets.append(offsets[-1] + draw.expovariate(rate))
+    return offsets
+
+
+def open_loop_level(client, model, params, rate, deadline, prompts, objectives):
+    """One open-loop level: O(open_loop_requests) streams sent at Poisson arrivals of ``rate``,
+    each on its own connection, whether or not earlier ones have finished."""
+    count = params["open_loop_requests"]
+    offsets = poisson_arrivals(rate, count)
+    captures, wall = run_requests(
+        client, count, 1,
+        lambda index: ("POST", "/v1/chat/completions",
+                       chat_payload(model, index, params["max_tokens"], prompts, params["thinking"])),
+        timeout=params["request_timeout"], deadline=deadline.at, arrivals=offsets)
+    results = [parse_stream(capture) for capture in captures]
+    level = level_summary("open_loop", None, results, wall, params["max_tokens"], objectives)
+    level.update(request_rate=rate, arrivals_s=round(offsets[-1], 4))
+    return level, results
+
+
 def tpot(result):
     """Time per output token after the first: (e2e - ttft) / (n_out - 1), as SGLang's
     bench_serving computes it (python/sglang/bench_serving.py, calculate_metrics)."""
@@ -441,18 +509,30 @@ def tpot(result):
     return (result.e2e - result.ttft) / (result.n_out - 1)
 
 
-def serving_figures(ok, wall, objectives=(None, None)):
+def meets_objectives(result, objectives):
+    """Whether one request meets every objective set (TTFT, TPOT, E2E ceilings in seconds), as
+    vLLM's benchmark_serving --goodput judges a request (vllm/benchmarks/serve.py,
+    calculate_metrics: every configured SLO >= the request's figure; TPOT of a one-token request
+    counts as 0)."""
+    max_ttft, max_tpot, max_e2e = objectives
+    return ((max_ttft is None or result.ttft <= max_ttft)
+            and (max_tpot is None or (tpot(result) or 0.0) <= max_tpot)
+            and (max_e2e is None or result.e2e <= max_e2e))
+
+
+def serving_figures(ok, wall, objectives=(None, None, None)):
     """The latency distributions and request rate of a level's successful requests, and its
-    goodput when an objective is set: requests whose own TTFT and TPOT meet every objective set
-    (O(max_ttft_p99_s), O(max_tpot_p99_s)), per second, as bench_serving's --goodput counts them."""
-    max_ttft, max_tpot = objectives
+    goodput when an objective is set: requests meeting every objective set (O(max_ttft_p99_s),
+    O(max_tpot_p99_s), O(max_e2e_p99_s)), per second of the level's wall time."""
     goodput = None
-    if wall > 0 and (max_ttft is not None or max_tpot is not None):
-        good = [r for r in ok if (max_ttft is None or r.ttft <= max_ttft)
-                and (max_tpot is None or (tpot(r) is not None and tpot(r) <= max_tpot))]
-        goodput = len(good) / wall
+    if wall > 0 and any(objective is not None for objective in objectives):
+        goodput = sum(1 for r in ok if meets_objectives(r, objectives)) / wall
+    token_gaps = [r.itl_token_gaps() for r in ok]
     return {
         "tpot_s": summarise(tpot(r) for r in ok),
+        "itl_s": summarise(gap for r in ok for gap in r.itl_gaps()),
+        "itl_token_s": summarise(gap for gaps in token_gaps for gap in gaps)
+        if ok and all(gaps is not None for gaps in token_gaps) else None,
         "e2e_s": summarise(r.e2e for r in ok),
         "request_throughput": len(ok) / wall if wall > 0 else None,
         "goodput": goodput,
@@ -471,7 +551,8 @@ def latency_gates(level, params):
     """The latency objectives that are set, judged on the design-concurrency level; the
     figures themselves are in the level either way."""
     found = []
-    for name, key, option in (("ttft_p99_s", "ttft_s", "max_ttft_p99_s"), ("tpot_p99_s", "tpot_s", "max_tpot_p99_s")):
+    for name, key, option in (("ttft_p99_s", "ttft_s", "max_ttft_p99_s"), ("tpot_p99_s", "tpot_s", "max_tpot_p99_s"),
+                              ("e2e_p99_s", "e2e_s", "max_e2e_p99_s")):
         ceiling = params[option]
         if ceiling is not None:
             value = (level.get(key) or {}).get("p99")
@@ -569,7 +650,7 @@ def run_benchmark(client, params, records=None, prompts=PROMPTS, check_mode=Fals
     preflight reads, with what would run."""
     records = [] if records is None else records
     thinking = params["thinking"]
-    objectives = (params["max_ttft_p99_s"], params["max_tpot_p99_s"])
+    objectives = (params["max_ttft_p99_s"], params["max_tpot_p99_s"], params["max_e2e_p99_s"])
     deadline = Deadline(params["timeout"])
     started = time.perf_counter()
     result = {
@@ -579,11 +660,13 @@ def run_benchmark(client, params, records=None, prompts=PROMPTS, check_mode=Fals
             "concurrency", "requests_per_worker", "single_stream_requests", "warmup_requests",
             "max_tokens", "acceptance_requests", "acceptance_max_tokens", "acceptance_ignore_eos",
             "expect_speculation",
-            "timeout", "request_timeout", "flush_cache", "max_ttft_p99_s", "max_tpot_p99_s")},
+            "timeout", "request_timeout", "flush_cache", "max_ttft_p99_s", "max_tpot_p99_s", "max_e2e_p99_s",
+            "request_rates", "open_loop_requests")},
         "server": {"url": client.base_url},
         "prompt_mode": prompt_mode(params, prompts),
         "phases": [],
         "levels": [],
+        "open_loop": [],
         "acceptance": None,
         "counters": None,
         "gates": [],
@@ -610,12 +693,14 @@ def run_benchmark(client, params, records=None, prompts=PROMPTS, check_mode=Fals
         if not speculating:
             return finish(result, started)
 
-    planned = ["warmup", "flush", "concurrency_1", "concurrency_n"] + (["acceptance"] if speculating else [])
+    planned = ["warmup", "flush", "concurrency_1", "concurrency_n"] + (["open_loop"] if params["request_rates"] else []) \
+        + (["acceptance"] if speculating else [])
     if check_mode:
         # Flushing and generating change the server's cache and counters and load it: not in check mode.
         sent = {"warmup": params["warmup_requests"], "flush": 1 if params["flush_cache"] else 0,
                 "concurrency_1": params["single_stream_requests"],
                 "concurrency_n": params["concurrency"] * params["requests_per_worker"],
+                "open_loop": len(params["request_rates"]) * params["open_loop_requests"],
                 "acceptance": params["acceptance_requests"]}
         result.update(check_mode=True, would_run=planned, would_send=dict((p, sent[p]) for p in planned))
         return finish(result, started)
@@ -652,6 +737,13 @@ def run_benchmark(client, params, records=None, prompts=PROMPTS, check_mode=Fals
                     "metric": METRIC_GENERATION_TOKENS, "delta": delta, "client_tokens": client_tokens,
                     "ratio": delta / client_tokens if client_tokens else None,
                 }
+        elif phase == "open_loop":
+            for rate in params["request_rates"]:
+                if deadline.passed():
+                    break
+                level, results = open_loop_level(client, model, params, rate, deadline, prompts, objectives)
+                result["open_loop"].append(level)
+                records.extend(dict(record, request_rate=rate) for record in request_records(phase, None, results))
         elif phase == "acceptance":
             result["acceptance"] = measure_acceptance(client, model, params, deadline, prompts)
             try:
@@ -671,7 +763,8 @@ def run_benchmark(client, params, records=None, prompts=PROMPTS, check_mode=Fals
         detail = "completed %s of %s within the %g s runtime bound" % (
             ", ".join(completed) or "none", ", ".join(planned), params["timeout"])
     gates.append(gate("phases_completed", len(completed), len(planned), len(completed) == len(planned), detail))
-    levels = result["levels"]
+    # Open-loop requests count like the others: a failed one is a failure, never dropped.
+    levels = result["levels"] + result["open_loop"]
     requests = sum(level["requests"] for level in levels)
     successes = sum(level["successes"] for level in levels)
     first_errors = [e for level in levels for e in level["errors"]][:3]
@@ -684,7 +777,7 @@ def run_benchmark(client, params, records=None, prompts=PROMPTS, check_mode=Fals
     gates.append(gate("ignore_eos_lengths", successes - len(mismatches), successes, not mismatches,
                       "n_out must equal max_tokens=%d; got %s" % (params["max_tokens"], mismatches[:10])
                       if mismatches else "n_out == max_tokens=%d for every request" % params["max_tokens"]))
-    by_phase = dict((level["phase"], level) for level in levels)
+    by_phase = dict((level["phase"], level) for level in result["levels"])
     if "concurrency_1" in by_phase:
         decode = by_phase["concurrency_1"]["decode_tps"]
         gates.append(floor_gate("decode_tps_c1", decode["p50"] if decode else None, params["min_decode_tps"],
@@ -744,6 +837,9 @@ def main():
             prompts_path=dict(type="path"),
             max_ttft_p99_s=dict(type="float"),
             max_tpot_p99_s=dict(type="float"),
+            max_e2e_p99_s=dict(type="float"),
+            request_rates=dict(type="list", elements="float", default=[]),
+            open_loop_requests=dict(type="int", default=32),
             records_path=dict(type="path"),
             flush_cache=dict(type="bool", default=True),
             result_path=dict(type="path"),
@@ -753,6 +849,9 @@ def main():
     params = module.params
     module.no_log_values.update(url_credentials(params["url"]))
     problem = check_bounds(params, BOUNDS)
+    for index, rate in enumerate(params["request_rates"]):
+        problem = problem or check_bounds({"request_rates[%d]" % index: rate},
+                                          {"request_rates[%d]" % index: RATE_BOUNDS})
     if problem:
         module.fail_json(msg=problem)
     try:

@@ -72,3 +72,29 @@ def test_a_missed_latency_objective_still_ranks_and_shows_goodput():
     late["gates"].append({"name": "output_tps_c8", "passed": False})
     assert tune_table(CONFIGS[:2] + [dict(CONFIGS[2], bench=late)])["rows"][-1]["error"] == \
         "benchmark gates failed: output_tps_c8"
+
+
+def test_open_loop_goodput_gets_a_column_per_request_rate():
+    def with_open_loop(config, goodputs):
+        document = dict(config["bench"], open_loop=[
+            {"phase": "open_loop", "request_rate": rate, "goodput": goodput, "request_throughput": 1.5 * rate}
+            for rate, goodput in goodputs])
+        return dict(config, bench=document)
+
+    configs = [with_open_loop(CONFIGS[0], [(2, 0.5), (8, None)]),
+               with_open_loop(CONFIGS[2], [(2, 1.9), (8, 7.25)]), CONFIGS[3]]
+    table = tune_table(configs)
+    header, best, baseline, failed = table["lines"]
+    assert "goodput@2/s" in header and "goodput@8/s" in header
+    assert best.split()[-4:] == ["1.90/s", "7.25/s", "<-", "best"] and best.startswith("ddtree-16-b15")
+    assert "0.50/s" in baseline and baseline.split()[-1] == "-"
+    assert table["rows"][0]["goodput_open"] == [
+        {"request_rate": 2, "goodput": 1.9, "request_throughput": 3.0},
+        {"request_rate": 8, "goodput": 7.25, "request_throughput": 12.0}]
+    assert table["rows"][-1].get("goodput_open") is None and "no DDTree" in failed
+
+
+def test_a_missed_e2e_objective_still_ranks():
+    document = dict(CONFIGS[1]["bench"], passed=False, gates=[{"name": "e2e_p99_s", "passed": False}])
+    table = tune_table([dict(CONFIGS[1], bench=document)])
+    assert table["best"]["name"] == "dflash-8" and "error" not in table["rows"][0]

@@ -347,3 +347,97 @@ def test_a_bad_prompt_file_is_refused_before_any_request(server, capsys, tmp_pat
     failed, result = run_module(dict(SMALL, url=server.url, prompts_path=str(prompts)), capsys)
     assert failed and message in result["msg"] and result["msg"].startswith("prompts_path: ")
     assert not server.scenario.requests
+
+
+def test_itl_is_reported_per_chunk_and_per_token(server, capsys):
+    """25 tokens: the prefill's alone, then 6 chunks of 4. Per chunk, bench_serving's OpenAI
+    backends: the 6 gaps after the first content chunk. Per token, its native backend: each gap
+    over its 4 tokens, 24 values that sum to the same time."""
+    failed, result = run_module(dict(SMALL, url=server.url), capsys)
+    assert not failed, result["msg"]
+    for level in result["result"]["levels"]:
+        chunk, token = level["itl_s"], level["itl_token_s"]
+        assert chunk["count"] == 6 * level["successes"] and token["count"] == 24 * level["successes"]
+        assert token["mean"] == pytest.approx(chunk["mean"] / 4)
+        assert {"p50", "p95", "p99"} <= set(chunk) and chunk["min"] >= 0
+        # Every gap lies within its request's decode time.
+        assert chunk["max"] <= level["e2e_s"]["max"] - level["ttft_s"]["min"]
+
+
+def test_without_counts_per_event_itl_per_token_is_null(server, capsys):
+    server.scenario.chat_stream = lambda payload: chat_events(payload["max_tokens"], continuous_usage=False,
+                                                              pause=0.002)
+    failed, result = run_module(dict(SMALL, url=server.url), capsys)
+    assert not failed, result["msg"]
+    for level in result["result"]["levels"]:
+        assert level["itl_s"]["count"] == 6 * level["successes"] and level["itl_token_s"] is None
+
+
+# How late the first open-loop request of a level may reach the server (a loaded machine).
+ARRIVAL_SLACK_S = 0.05
+
+
+def test_open_loop_levels_send_at_poisson_arrivals(server, capsys, tmp_path):
+    records = tmp_path / "requests.jsonl"
+    failed, result = run_module(dict(SMALL, url=server.url, request_rates=[20, 400], open_loop_requests=6,
+                                     max_e2e_p99_s=60, records_path=str(records)), capsys)
+    assert not failed, result["msg"]
+    doc = result["result"]
+    assert doc["phases"] == ["preflight", "warmup", "flush", "concurrency_1", "concurrency_n", "open_loop",
+                             "acceptance"]
+    assert [level["request_rate"] for level in doc["open_loop"]] == [20, 400]
+    chat = [r for r in server.scenario.requests if r["path"] == "/v1/chat/completions"]
+    sent = 0
+    for level, rate in zip(doc["open_loop"], (20, 400)):
+        assert (level["phase"], level["concurrency"], level["requests"], level["successes"]) == ("open_loop", None, 6, 6)
+        offsets = sglang_bench.poisson_arrivals(rate, 6)
+        assert level["arrivals_s"] == pytest.approx(offsets[-1], abs=1e-4)
+        # Each request reaches the server no earlier than its arrival after the first (less what
+        # the first one may have been late), whatever the others do: a closed-loop burst of 6
+        # would reach it all at once.
+        arrived = sorted(r["t"] for r in chat[-12:][sent:sent + 6])
+        sent += 6
+        for index, at in enumerate(arrived):
+            assert at - arrived[0] >= offsets[index] - ARRIVAL_SLACK_S
+        assert level["goodput"] == pytest.approx(level["request_throughput"])
+        assert level["itl_s"]["count"] == 6 * 6
+    assert gates(result)["requests_succeeded"]["floor"] == 2 + 6 + 12
+    assert gates(result)["e2e_p99_s"]["passed"] is True
+    lines = [json.loads(line) for line in records.read_text().splitlines()]
+    assert [line["request_rate"] for line in lines if line["phase"] == "open_loop"] == [20] * 6 + [400] * 6
+
+
+def test_poisson_arrivals_have_the_asked_rate_and_are_reproducible():
+    offsets = sglang_bench.poisson_arrivals(10.0, 2001)
+    gaps = [b - a for a, b in zip(offsets, offsets[1:])]
+    assert offsets[0] == 0 and min(gaps) > 0
+    # Mean gap 1/rate within 5 % over 2000 draws (the standard error is 2.2 %).
+    assert sum(gaps) / len(gaps) == pytest.approx(0.1, rel=0.05)
+    assert sglang_bench.poisson_arrivals(10.0, 2001) == offsets
+
+
+def test_an_e2e_objective_gates_and_counts_in_goodput(server, capsys):
+    failed, result = run_module(dict(SMALL, url=server.url, max_e2e_p99_s=1e-9), capsys)
+    assert failed and "e2e_p99_s" in result["msg"] and gates(result)["e2e_p99_s"]["passed"] is False
+    assert all(level["goodput"] == 0 for level in result["result"]["levels"])
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"request_rates": [0]}, "request_rates[0] must be a positive number of requests per second, got 0.0"),
+    ({"request_rates": [5, "inf"]}, "request_rates[1] must be a finite number, got inf"),
+    ({"request_rates": [1e6]}, "request_rates[0] must be at most 10000 requests per second, got 1000000.0"),
+    ({"open_loop_requests": 257}, "open_loop_requests must be at most 256 requests, got 257"),
+    ({"max_e2e_p99_s": 0}, "max_e2e_p99_s must be a positive number of seconds, got 0.0"),
+])
+def test_bad_open_loop_options_stop_before_any_request(server, capsys, args, message):
+    failed, result = run_module(dict(SMALL, url=server.url, **args), capsys)
+    assert failed and result["msg"] == message
+    assert not server.scenario.requests
+
+
+def test_check_mode_counts_the_open_loop_requests(server, capsys):
+    failed, result = run_module(dict(SMALL, url=server.url, request_rates=[1, 2], open_loop_requests=5,
+                                     _ansible_check_mode=True), capsys)
+    assert not failed, result["msg"]
+    assert result["result"]["would_send"]["open_loop"] == 10
+    assert "open_loop" in result["result"]["would_run"]
