@@ -38,7 +38,7 @@ run() {
     -v /var/run/docker.sock:/var/run/docker.sock \
     -v "$cache/ansible-test:/root/.ansible/test" -v "$cache/pip:/root/.cache/pip" \
     -e ANSIBLE_COLLECTIONS_PATH="$top/collections" -e ANSIBLE_INJECT_FACT_VARS=False \
-    -e PRO6000_CUDA_TOOLKIT_INSTANCE="$instance" \
+    -e PRO6000_CUDA_TOOLKIT_INSTANCE="$instance" -e PRO6000_TEST_CHECKOUT \
     "$image" "$@"
 }
 

@@ -50,9 +50,26 @@ for scenario in "$@"; do
   add "molecule-$scenario" molecule test -s "$scenario"
 done
 
-# Containers left by an interrupted run (or by make lab) would be reused by Molecule's create
-# instead of started fresh.
-docker ps -aq --filter name=^pro6000- | xargs -r docker rm -f >/dev/null
+# Containers made by this run carry this checkout in a label (.config/molecule/config.yml and
+# the scenarios that list their own platforms); only those are removed, so that a `make lab`
+# host, another checkout's test containers and anything else named pro6000-* stay.
+export PRO6000_TEST_CHECKOUT=$top
+label=pro6000.test-checkout
+# The lab host is the default scenario's instance (same name, same config: see the Makefile),
+# so that scenario's destroy would remove it: stop here and say so, before anything runs.
+for scenario in "$@"; do
+  [ "$scenario" = default ] || continue
+  owner=$(docker inspect -f "{{ index .Config.Labels \"$label\" }}" pro6000-lab 2>/dev/null) || break
+  if [ "$owner" != "$top" ]; then
+    echo "run-all.sh: container pro6000-lab (a make lab host, or another checkout's default" \
+      "scenario: label '$label=$owner') is there and the default scenario would destroy it." \
+      "Stop it with 'make lab-down' (or leave default out: tests/scripts/run-all.sh SCENARIO...)." >&2
+    exit 2
+  fi
+done
+# Containers left by an interrupted run would be reused by Molecule's create instead of started
+# fresh.
+docker ps -aq --filter "label=$label=$top" | xargs -r docker rm -f >/dev/null
 rm -f "$logs"/*.status
 jobs_max=${TEST_JOBS:-2}
 for i in "${!names[@]}"; do
