@@ -43,8 +43,9 @@ def test_tune_reports_the_known_best_configuration(tmp_path):
     assert rows["none"]["speedup"] == 1.0
     assert rows["ddtree-16-b15"]["speedup"] > rows["ddtree-16-b31"]["speedup"] > 1
     assert rows["ddtree-16-b15"]["speedup"] > rows["dflash-16"]["speedup"] > 1
-    # The server is left on the winner, which is also what the inventory asks for.
+    # The server is left on the winner, which is also what the inventory asks for (smg routes
+    # /get_server_info to a replica; it has no /server_info of its own).
     info = json.loads(subprocess.run(
-        ["docker", "exec", "pro6000-lab", "curl", "-sf", "http://127.0.0.1:30000/server_info"],
+        ["docker", "exec", "pro6000-lab", "curl", "-sf", "http://127.0.0.1:30000/get_server_info"],
         capture_output=True, text=True, check=True).stdout)
     assert (info["speculative_algorithm"], info["speculative_num_draft_tokens"]) == ("DDTREE", 16)
