@@ -27,7 +27,11 @@ def _text(option):
 
 
 def _chatops_commands():
-    """The chatops package of this checkout (requirements.txt installs it editable)."""
+    """The chatops package of this checkout (requirements.txt installs it editable). The package
+    imports ansible-runner, which only the main lane installs (the newest-line lane's controller
+    runs the collection's units, not the bot): there the parse check is skipped and the copy
+    check still runs."""
+    pytest.importorskip("ansible_runner")
     if str(CHATOPS.parent) not in sys.path:
         sys.path.insert(0, str(CHATOPS.parent))
     from pro6000_chatops import commands

@@ -33,8 +33,10 @@ def targets(host):
 
 def all_targets_up(host, timeout):
     """The targets once every one is up (within `timeout` seconds), else as they are then."""
-    return wait(lambda: (lambda seen: seen if seen and all(t[3] == "up" for t in seen) else None)(targets(host)),
-                timeout) or targets(host)
+    def every_one_up():
+        seen = targets(host)
+        return seen if seen and all(target[3] == "up" for target in seen) else None
+    return wait(every_one_up, timeout) or targets(host)
 
 
 def dashboard_exprs():
