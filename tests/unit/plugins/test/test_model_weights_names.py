@@ -4,7 +4,8 @@ roles/model_weights/tasks/preflight.yml). Cases from huggingface_hub's validate_
 git check-ref-format."""
 import pytest
 
-from ansible_collections.pro6000.inference.plugins.test.weights_names import git_ref_name, hub_repo_id
+from ansible_collections.pro6000.inference.plugins.test.git_ref_name import git_ref_name
+from ansible_collections.pro6000.inference.plugins.test.hub_repo_id import hub_repo_id
 
 
 @pytest.mark.parametrize("value, valid", [
