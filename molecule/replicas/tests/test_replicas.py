@@ -46,8 +46,9 @@ def test_the_replica_on_the_faulty_gpu_was_rolled_back_alone_and_named(host):
 def test_the_smoke_gate_names_a_replica_missing_from_the_gateways_pool(host):
     message = host.file(TEST_DIR + "/unrouted.txt").content_string
     assert "Not healthy in the gateway's pool (http://127.0.0.1:30000/workers): sglang-qwen-2." in message
-    # The scenario's gateway routes cache_aware: request counts are shown, not gated.
-    assert "Took no request through the round-robin gateway during the host's benchmark: none." in message
+    # The lab's gateway routes round robin (inventories/lab): the replica's own request counter
+    # did not move either, and both checks name it.
+    assert "Took no request through the round-robin gateway during the host's benchmark: sglang-qwen-2." in message
 
 
 def test_two_replicas_of_two_gpus_each_behind_the_gateway(host):
@@ -55,7 +56,7 @@ def test_two_replicas_of_two_gpus_each_behind_the_gateway(host):
     assert [(r["name"], r["port"], r["gpus"]) for r in fact["replicas"]] == [
         ("sglang-qwen-0", 30001, ["0", "1"]), ("sglang-qwen-2", 30003, ["2", "3"])]
     assert fact["gateway"] == {"url": "http://127.0.0.1:30000", "unit": "sglang-qwen-gateway.service",
-                               "metrics_url": "http://127.0.0.1:29000/metrics"}
+                               "metrics_url": "http://127.0.0.1:29000/metrics", "policy": "round_robin"}
     assert fact["url"] == "http://127.0.0.1:30000" and fact["draft_length"] == 16
     for name, (port, gpus) in REPLICAS.items():
         assert host.service(name).is_running and host.service(name).is_enabled
