@@ -13,6 +13,14 @@ import subprocess
 import sys
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+# What a time bound measured by a server on loopback (first connection in, last one closed by the
+# client) may exceed the module's bound by: the client checks its deadline every 0.05 s
+# (IDLE_CHECK_S), then two processes (the module and the server's thread) must each be woken
+# once more to close and to see the close. With two busy loops on a 2-core machine each wake-up
+# waits behind them for a CFS slice (sched_latency is 12-24 ms there), a few slices at worst;
+# 0.5 s is ten times the deadline check interval and several times that, far below any bound
+# that would be broken by a deadline not enforced (a silent request waits 30 s).
+SERVER_SIDE_SLACK_S = 0.5
 
 
 def free_port():
@@ -48,3 +56,14 @@ def run_module_file(name, args, workdir, pythonpath=(), environ=None, timeout=12
     done = subprocess.run([sys.executable, str(REPO_ROOT / "plugins" / "modules" / f"{name}.py"), str(args_file)],
                           env=env, capture_output=True, text=True, timeout=timeout, check=False)
     return json.loads(done.stdout)
+
+
+def run_main(main, args, capsys):
+    """Run a module's main() in this process and return (failed, result) from the JSON it prints."""
+    import pytest  # pylint: disable=import-outside-toplevel  (the unit tests' helper only)
+    from ansible.module_utils.testing import patch_module_args  # pylint: disable=import-outside-toplevel
+
+    with patch_module_args(args):
+        with pytest.raises(SystemExit) as exit_info:
+            main()
+    return exit_info.value.code != 0, json.loads(capsys.readouterr().out)

@@ -1,4 +1,6 @@
-"""Tests of the HTTP/SSE client against a scripted SGLang-shaped server on loopback."""
+"""Tests of the HTTP/SSE client against the SGLang test double on loopback
+(tests/unit/plugins/conftest.py), its streams and scripted faults."""
+import http.client
 import json
 import socket
 import ssl
@@ -7,16 +9,22 @@ import time
 
 import pytest
 
-from sglang_fake_server import FakeSGLang, RawServer, SilentServer, chat_events, sse
+from sglang.srt.entrypoints.http_server import sse  # the double's (tests/unit/plugins/conftest.py)
 from support import free_port
 
 from ansible_collections.pro6000.inference.plugins.module_utils import _sglang_client as sc
 
 
-@pytest.fixture
-def server():
-    with FakeSGLang() as fake:
-        yield fake
+def double_events(server, max_tokens, continuous_usage=True):
+    """The events of the double's chat stream of ``max_tokens`` tokens as it sends them: the
+    role-only delta, the prefill's token alone, chunks of 4 (one per verify step), the finish
+    chunk, the usage chunk, [DONE]; with ``continuous_usage`` each content chunk has the usage."""
+    connection = http.client.HTTPConnection(server.url[len("http://"):], timeout=30)
+    options = {"include_usage": True, "continuous_usage_stats": continuous_usage}
+    connection.request("POST", "/v1/chat/completions", json.dumps(dict(chat(max_tokens), stream_options=options)))
+    body = connection.getresponse().read()
+    connection.close()
+    return [event + b"\n\n" for event in body.split(b"\n\n") if event]
 
 
 def chat(max_tokens=32):
@@ -44,9 +52,9 @@ def capture_of(events, t0=100.0, gap=0.5, t_send=99.0):
 
 # --- parsing, with exact stamps ---------------------------------------------------------------
 
-def test_decode_speed_uses_server_counts_not_chunks():
+def test_decode_speed_uses_server_counts_not_chunks(server):
     # role-only delta, the prefill's token, 8 chunks of 4 tokens 0.5 s apart, finish, usage, [DONE]
-    events = chat_events(33, per_chunk=4, comments=False)
+    events = double_events(server, 33)
     result = sc.parse_stream(capture_of(events))
     assert result.ok, result.error
     assert (result.n_out, result.n_first, result.content_chunks) == (33, 1, 9)
@@ -67,11 +75,11 @@ def test_first_event_size_comes_from_its_own_count_when_every_event_has_one():
     assert result.ok and result.n_first == 5 and result.decode_tps == pytest.approx(8 / 1.0)
 
 
-def test_usage_only_at_the_end_takes_the_prefill_token_never_an_average_chunk():
+def test_usage_only_at_the_end_takes_the_prefill_token_never_an_average_chunk(server):
     # 33 tokens in 9 content events, usage only in the closing chunk: the first event is the
     # prefill's single token. An average-chunk guess (33 / 9 = 3.67 tokens) would give
     # (33 - 3.67) / 4 = 7.33 tok/s instead of the true 32 / 4 = 8.
-    events = chat_events(33, per_chunk=4, continuous_usage=False, comments=False)
+    events = double_events(server, 33, continuous_usage=False)
     result = sc.parse_stream(capture_of(events))
     assert result.ok and result.n_out == 33 and result.content_chunks == 9
     assert not result.counts_per_chunk and result.decode_method == "prefill_token"
@@ -101,8 +109,11 @@ def test_native_generate_events_count_new_tokens():
     assert result.decode_tps == pytest.approx(8 / 1.0)
 
 
-def test_reasoning_content_is_content():
-    result = sc.parse_stream(capture_of(chat_events(17, per_chunk=4, reasoning=True, comments=False)))
+def test_reasoning_content_is_content(server):
+    # A reasoning parser's stream: the thinking comes as reasoning_content deltas, then content.
+    events = double_events(server, 17)
+    events[1:3] = [event.replace(b'"content"', b'"reasoning_content"') for event in events[1:3]]
+    result = sc.parse_stream(capture_of(events))
     assert result.ok and result.t_first == 100.5 and result.content_chunks == 5
 
 
@@ -111,14 +122,14 @@ def test_reasoning_content_is_content():
     (b'data: {"object": "error", "message": "bad request"}\n\n', "error event: bad request"),
     (b'data: {"choices": [\n\n', "malformed event"),
 ])
-def test_error_events_fail_the_request(event, message):
-    events = chat_events(8, per_chunk=4, comments=False)
+def test_error_events_fail_the_request(server, event, message):
+    events = double_events(server, 8)
     result = sc.parse_stream(capture_of(events[:2] + [event] + events[2:]))
     assert not result.ok and message in result.error
 
 
-def test_missing_done_is_a_truncated_stream():
-    events = chat_events(8, per_chunk=4, comments=False)[:-1]
+def test_missing_done_is_a_truncated_stream(server):
+    events = double_events(server, 8)[:-1]
     result = sc.parse_stream(capture_of(events))
     assert not result.ok and "truncated" in result.error
 
@@ -139,25 +150,27 @@ def test_stream_over_http_with_every_benign_shape(server):
 
 
 def test_http_error_is_recorded(server):
-    server.scenario.chat_status = 503
+    server.app.errors["/v1/chat/completions"] = (500, "Internal server error: scripted failure")
     result = stream(server)
-    assert not result.ok and result.status == 503 and "HTTP 503" in result.error and "scripted failure" in result.error
+    assert not result.ok and result.status == 500 and "HTTP 500" in result.error and "scripted failure" in result.error
 
 
 def test_error_event_over_http(server):
-    server.scenario.chat_stream = lambda p: chat_events(8)[:3] + [sse({"error": {"message": "OOM"}})]
+    # What serving_chat.py sends when generation raises (create_streaming_error_response).
+    server.app.stream_fault = (2, "event", {"error": {"object": "error", "message": "OOM", "type": "BadRequestError",
+                                                      "param": None, "code": 400}})
     result = stream(server)
     assert not result.ok and "error event: OOM" in result.error
 
 
 def test_truncated_chunked_stream(server):
-    server.scenario.chat_stream = lambda p: chat_events(16)[:4] + ["close"]
+    server.app.stream_fault = (3, "close", None)
     result = stream(server)
     assert not result.ok and "truncated" in result.error
 
 
 def test_slow_server_stops_at_the_deadline(server):
-    server.scenario.chat_stream = lambda p: chat_events(8)[:3] + [("pause", 20.0)] + chat_events(8)[3:]
+    server.app.stream_fault = (2, "pause", 20.0)
     start = time.perf_counter()
     result = stream(server, deadline=start + 0.5)
     elapsed = time.perf_counter() - start
@@ -166,7 +179,7 @@ def test_slow_server_stops_at_the_deadline(server):
 
 
 def test_silent_server_times_out(server):
-    server.scenario.chat_stream = lambda p: chat_events(8)[:3] + [("pause", 20.0)] + chat_events(8)[3:]
+    server.app.stream_fault = (2, "pause", 20.0)
     start = time.perf_counter()
     result = stream(server, timeout=0.3)
     assert not result.ok and result.error == "no data within 0.3 s (timed out)"
@@ -176,7 +189,7 @@ def test_silent_server_times_out(server):
 def test_deadline_already_passed_sends_nothing(server):
     result = stream(server, deadline=time.perf_counter() - 1)
     assert not result.ok and "deadline" in result.error
-    assert not server.scenario.requests
+    assert not server.app.requests
 
 
 def test_one_kept_alive_connection_per_worker(server):
@@ -186,13 +199,14 @@ def test_one_kept_alive_connection_per_worker(server):
     assert sorted(results) == [0, 1, 2, 3, 4, 5]
     assert all(r.ok and r.n_out == 8 + i for i, r in results.items())
     assert wall >= max(c.t_end for c in captures) - min(c.t_send for c in captures) - 1e-9
-    ports = [r["client_port"] for r in server.scenario.requests]
+    ports = [r["client_port"] for r in server.app.requests]
     assert len(set(ports)) == 3 and all(ports.count(p) == 2 for p in ports)
 
 
 def test_total_caps_the_requests_and_json_answers_decode(server):
     def generate(index):
-        return "POST", "/generate", {"text": "t", "sampling_params": {"max_new_tokens": 13 * (index + 1)}}
+        return "POST", "/generate", {"text": "t", "sampling_params": {"max_new_tokens": 13 * (index + 1),
+                                                                      "ignore_eos": True}}
     captures, _wall = sc.run_requests(sc.SGLangClient(server.url), 2, 2, generate, total=3)
     assert sorted(c.index for c in captures) == [0, 1, 2]
     for capture in captures:
@@ -218,10 +232,11 @@ def test_dechunk_keeps_stamps_whatever_the_split():
     assert not complete and b"".join(p for _t, p in out) == b"hello world again"
 
 
-def test_api_key_is_sent_as_bearer_token(server):
-    client = sc.SGLangClient(server.url, api_key="s3cret")
-    assert client.get("/health").status == 200
-    assert server.scenario.requests[-1]["headers"]["Authorization"] == "Bearer s3cret"
+def test_api_key_is_sent_as_bearer_token(start_double):
+    server = start_double("--api-key", "s3cret")
+    assert sc.SGLangClient(server.url, api_key="s3cret").get("/server_info").status == 200
+    assert server.app.requests[-1]["headers"]["authorization"] == "Bearer s3cret"
+    assert sc.SGLangClient(server.url).get("/server_info").status == 401
 
 
 def test_get_json_names_url_and_status(server):
@@ -231,7 +246,7 @@ def test_get_json_names_url_and_status(server):
 
 
 def test_server_info_falls_back_to_old_alias(server):
-    server.scenario.server_info_alias_only = True
+    server.app.missing_paths = {"/server_info"}
     path, info = sc.fetch_server_info(sc.SGLangClient(server.url))
     assert path == "/get_server_info" and info["speculative_algorithm"] == "DFLASH"
 
@@ -296,8 +311,8 @@ def test_bad_url_is_rejected_naming_the_option(url, message):
     assert str(error.value).startswith(message)
 
 
-def test_ipv6_loopback_url_is_reached(server):
-    # The fake server listens on IPv4 only: the point is that the URL parses and is tried.
+def test_ipv6_loopback_url_is_reached():
+    # Nothing listens on the port: the point is that the URL parses and is tried.
     client = sc.SGLangClient("http://[::1]:%d" % free_port(), retries=0)
     assert (client.host, client.netloc) == ("::1", "[::1]:%d" % client.port)
     with pytest.raises(sc.SGLangError, match=r"GET http://\[::1\]:\d+/health: ConnectionRefusedError"):
@@ -331,14 +346,15 @@ def test_loopback_never_uses_a_proxy(monkeypatch):
 
 
 def test_remote_host_goes_through_the_proxy(server, monkeypatch):
-    # The fake server plays the proxy: the request line must carry the absolute URL.
+    # The double plays the proxy: the request line must carry the absolute URL (whose path the
+    # double answers, as uvicorn does).
     monkeypatch.setenv("http_proxy", server.url.replace("http://", "http://user:pw@"))
     monkeypatch.delenv("no_proxy", raising=False)
     client = sc.SGLangClient("http://gpu01.example.invalid:30000")
-    assert client.get("/health", retries=0).status == 404
-    request = server.scenario.requests[-1]
-    assert request["path"] == "http://gpu01.example.invalid:30000/health"
-    assert request["headers"]["Proxy-Authorization"] == "Basic dXNlcjpwdw=="
+    assert client.get("/health", retries=0).status == 200
+    request = server.app.requests[-1]
+    assert request["target"] == "http://gpu01.example.invalid:30000/health"
+    assert request["headers"]["proxy-authorization"] == "Basic dXNlcjpwdw=="
 
 
 def test_https_through_a_proxy_asks_for_a_tunnel_and_names_a_refusal(monkeypatch):
@@ -407,48 +423,49 @@ def test_response_json_error_names_status():
 
 # --- hostile servers (issue 20, row 5) and credentials in URLs (row 7) -------------------------
 
-def raw_get(answer, path="/health", **client_args):
-    with RawServer(answer) as raw:
-        client = sc.SGLangClient(raw.url, retries=0, **client_args)
-        try:
-            return raw, client.get(path, deadline=time.perf_counter() + 10)
-        except sc.SGLangError as exc:
-            return raw, exc
+def raw_get(server, answer):
+    """GET /health from the double scripted to answer the bytes ``answer``: the answer or the error."""
+    server.app.raw["/health"] = answer
+    try:
+        return sc.SGLangClient(server.url, retries=0).get("/health", deadline=time.perf_counter() + 10)
+    except sc.SGLangError as exc:
+        return exc
 
 
 @pytest.mark.parametrize("size", [b"zz", b"-1", b"0x10", b"1_0", b""])
-def test_a_chunk_size_that_is_not_hex_is_an_error_naming_the_url(size):
-    raw, answer = raw_get(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%s\r\nabc\r\n0\r\n\r\n" % size)
+def test_a_chunk_size_that_is_not_hex_is_an_error_naming_the_url(server, size):
+    answer = raw_get(server, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%s\r\nabc\r\n0\r\n\r\n" % size)
     assert isinstance(answer, sc.SGLangError)
-    assert str(answer) == "GET %s/health: malformed chunked body: chunk size %r is not hexadecimal" % (raw.url, size)
+    assert str(answer) == "GET %s/health: malformed chunked body: chunk size %r is not hexadecimal" % (server.url, size)
 
 
-def test_an_endless_body_stops_at_the_answer_limit():
+def test_an_endless_body_stops_at_the_answer_limit(server):
     def endless():
         yield b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n"
         while True:
             yield b"x" * 65536
 
-    raw, answer = raw_get(endless)
+    answer = raw_get(server, endless)
     assert str(answer).endswith("the answer is longer than %d bytes (the client's limit)" % sc.RESPONSE_LIMIT)
     # What the kernel buffers between the two ends comes on top of what was read; 10 GB were not.
-    assert raw.sent < sc.RESPONSE_LIMIT + 32 * 1024 * 1024
+    assert server.app.raw_sent < sc.RESPONSE_LIMIT + 32 * 1024 * 1024
 
 
-def test_a_content_length_beyond_the_limit_is_refused_at_once():
-    raw, answer = raw_get(b"HTTP/1.1 200 OK\r\nContent-Length: 10000000000\r\n\r\nxxxx")
+def test_a_content_length_beyond_the_limit_is_refused_at_once(server):
+    answer = raw_get(server, b"HTTP/1.1 200 OK\r\nContent-Length: 10000000000\r\n\r\nxxxx")
     assert str(answer) == ("GET %s/health: malformed response: Content-Length 10000000000 is outside 0 to %d "
-                           "bytes (the client's limit)" % (raw.url, sc.RESPONSE_LIMIT))
+                           "bytes (the client's limit)" % (server.url, sc.RESPONSE_LIMIT))
 
 
 def test_the_answers_of_one_call_are_capped_together(server, monkeypatch):
-    monkeypatch.setattr(sc, "RUN_LIMIT", 1500)  # about three answers of the fake /server_info
     client = sc.SGLangClient(server.url)
+    limit_bytes = int(2.5 * len(client.get("/server_info").body))  # room for two answers, not three
+    monkeypatch.setattr(sc, "RUN_LIMIT", limit_bytes)
     captures, _wall = sc.run_requests(client, 2, 3, lambda index: ("GET", "/server_info", None),
                                       deadline=time.perf_counter() + 10)
     assert len(captures) == 6
     errors = [c.error for c in captures]
-    limit = sc.RUN_LIMIT_MESSAGE % 1500
+    limit = sc.RUN_LIMIT_MESSAGE % limit_bytes
     assert errors.count(None) >= 1 and limit in errors
     assert all(e in (None, limit) for e in errors)
 
@@ -484,10 +501,7 @@ def test_events_of_another_shape_fail_the_stream_not_the_parser(event, message):
     ("/v1/models", {"data": {"id": "m"}}, "expected data to be a JSON array, got object"),
 ])
 def test_json_of_another_shape_is_an_error_naming_the_url(server, path, value, message):
-    if path == "/server_info":
-        server.scenario.server_info = value
-    else:
-        server.scenario.models = value["data"]
+    server.app.answers[path] = json.dumps(value) if isinstance(value, str) else value
     client = sc.SGLangClient(server.url)
     with pytest.raises(sc.SGLangError) as error:
         sc.fetch_server_info(client) if path == "/server_info" else sc.model_cards(client)
@@ -509,7 +523,7 @@ def test_credentials_in_the_url_are_never_echoed(server):
         assert "s3cret" not in str(error.value) and "alice" not in str(error.value)
     # The server is reached with the credentials left out of the request too (use api_key).
     ok = sc.SGLangClient(server.url.replace("//", "//alice:s3cret@")).get("/health")
-    assert ok.status == 200 and "s3cret" not in json.dumps(server.scenario.requests)
+    assert ok.status == 200 and "s3cret" not in json.dumps(server.app.requests)
 
 
 def test_a_proxy_url_with_credentials_is_not_echoed(monkeypatch):
@@ -534,7 +548,7 @@ def test_bounds_refuse_non_finite_and_huge_values(value, message):
     assert sc.check_bounds({"timeout": 1.0, "count": 11}, bounds) == "count must be at most 10 requests, got 11"
 
 
-def test_a_deadline_passed_while_connecting_opens_no_more_connections(monkeypatch):
+def test_a_deadline_passed_while_connecting_opens_no_more_connections(silent, monkeypatch):
     opened = []
     real_open = sc.Connection.open
 
@@ -545,10 +559,9 @@ def test_a_deadline_passed_while_connecting_opens_no_more_connections(monkeypatc
         return real_open(self, timeout)
 
     monkeypatch.setattr(sc.Connection, "open", slow_open)
-    with SilentServer() as silent:
-        client = sc.SGLangClient(silent.url)
-        captures, _wall = sc.run_requests(client, 1000, 1, lambda index: ("GET", "/health", None),
-                                          deadline=time.perf_counter() + 0.2)
+    client = sc.SGLangClient(silent.url)
+    captures, _wall = sc.run_requests(client, 1000, 1, lambda index: ("GET", "/health", None),
+                                      deadline=time.perf_counter() + 0.2)
     # About 0.2 / 0.05 connections before the deadline, then none: not one per worker.
     assert len(opened) <= 10 and len(captures) == 1000
     assert all(c.error.startswith("deadline reached") for c in captures)

@@ -1,17 +1,23 @@
-"""sglang_bench against a scripted SGLang-shaped server on loopback."""
+"""sglang_bench against the SGLang test double on loopback (tests/unit/plugins/conftest.py).
+
+The client's own behaviours (deadlines, the /get_server_info alias, the API key header, stream
+parsing) are tested in tests/unit/plugins/module_utils/test_sglang_client.py; these tests cover
+the module's wiring, phases and gates."""
 import json
 import time
 
 import pytest
 
-from sglang_fake_server import SERVER_SIDE_SLACK_S, chat_events, run_main, sse
-from support import run_module_file
+from support import SERVER_SIDE_SLACK_S, run_main, run_module_file
 
 from ansible_collections.pro6000.inference.plugins.modules import sglang_bench
 
 SMALL = {"max_tokens": 25, "acceptance_max_tokens": 261, "concurrency": 3, "requests_per_worker": 2,
          "single_stream_requests": 2, "warmup_requests": 1, "acceptance_requests": 3, "timeout": 30,
-         "request_timeout": 10}
+         "request_timeout": 10, "acceptance_ignore_eos": True}
+# The error event serving_chat.py sends when generation raises (create_streaming_error_response).
+CUDA_OOM = {"error": {"object": "error", "message": "CUDA OOM", "type": "BadRequestError", "param": None,
+                      "code": 400}}
 
 
 def run_module(args, capsys):
@@ -23,9 +29,8 @@ def gates(result):
 
 
 def test_healthy_speculating_server_passes_every_gate(server, capsys):
-    server.scenario.enable_metrics()
     failed, result = run_module(dict(SMALL, url=server.url, expect_speculation=True, min_decode_tps=1,
-                                     min_output_tps=1, min_acceptance_length=6), capsys)
+                                     min_output_tps=1, min_acceptance_length=4), capsys)
     assert not failed, result["msg"]
     assert result["changed"] is False
     doc = result["result"]
@@ -38,19 +43,19 @@ def test_healthy_speculating_server_passes_every_gate(server, capsys):
     assert cn["output_tokens"] == 6 * 25 and cn["length_mismatches"] == []
     # the prefill's token, then 6 chunks of 4: the decode speed counts 24 tokens
     assert cn["tokens_per_chunk"]["p50"] == pytest.approx(25 / 7) and cn["decode_method"] == "per_event_counts"
-    # 261 tokens: the prefill's and 40 verify steps of 6.5; SGLang's own per-request figure
+    # 261 tokens: the prefill's and 65 verify steps of 4; SGLang's own per-request figure
     # counts the prefill's token too
-    assert doc["acceptance"]["value"] == pytest.approx(6.5) and doc["acceptance"]["requests"] == 3
-    assert doc["acceptance"]["per_request_mean"] == pytest.approx(261 / 40)
-    assert doc["acceptance"]["server_avg_spec_accept_length"] == [6.5]
+    assert doc["acceptance"]["value"] == pytest.approx(4) and doc["acceptance"]["requests"] == 3
+    assert doc["acceptance"]["per_request_mean"] == pytest.approx(261 / 65)
+    assert doc["acceptance"]["server_avg_spec_accept_length"] == [4.0]
     assert doc["counters"]["delta"] == doc["counters"]["client_tokens"] == 8 * 25
     assert set(gates(result)) == {"speculation_active", "phases_completed", "requests_succeeded",
                                   "ignore_eos_lengths", "decode_tps_c1", "output_tps_c3", "acceptance_length"}
     # every streamed request asked for server-side counts, greedy, fixed length
-    chat = [r["payload"] for r in server.scenario.requests if r["path"] == "/v1/chat/completions"]
+    chat = [r["payload"] for r in server.app.requests if r["path"] == "/v1/chat/completions"]
     assert all(p["ignore_eos"] and p["temperature"] == 0 and p["stream_options"]["include_usage"] for p in chat)
-    generate = [r["payload"]["sampling_params"] for r in server.scenario.requests if r["path"] == "/generate"]
-    assert generate == [{"max_new_tokens": 261, "temperature": 0, "ignore_eos": False}] * 3
+    generate = [r["payload"]["sampling_params"] for r in server.app.requests if r["path"] == "/generate"]
+    assert generate == [{"max_new_tokens": 261, "temperature": 0, "ignore_eos": True}] * 3
 
 
 def test_floors_failing_name_gate_value_and_floor(server, capsys):
@@ -60,48 +65,47 @@ def test_floors_failing_name_gate_value_and_floor(server, capsys):
     assert "sglang_bench failed 3 gate(s)" in result["msg"]
     assert "decode_tps_c1: value " in result["msg"] and "floor 1000000000.000" in result["msg"]
     assert "output_tps_c3: value " in result["msg"]
-    assert "acceptance_length: value 6.500, floor 7.500" in result["msg"]
+    assert "acceptance_length: value 4.000, floor 7.500" in result["msg"]
 
 
-def test_server_that_should_speculate_but_does_not_fails(server, capsys):
-    server.scenario.server_info["speculative_algorithm"] = None
+def test_server_that_should_speculate_but_does_not_fails(start_double, capsys):
+    server = start_double(speculative=False)
     failed, result = run_module(dict(SMALL, url=server.url, expect_speculation=True), capsys)
     assert failed
     assert "speculation_active: value None, floor a speculative algorithm" in result["msg"]
-    assert not any(r["path"] == "/v1/chat/completions" for r in server.scenario.requests)
+    assert not any(r["path"] == "/v1/chat/completions" for r in server.app.requests)
 
 
 def test_speculating_server_without_verify_counts_fails(server, capsys):
-    server.scenario.generate_has_spec = False
+    server.app.meta_info_without = {"spec_verify_ct"}
     failed, result = run_module(dict(SMALL, url=server.url), capsys)
     assert failed and "acceptance_length: value None" in result["msg"]
     assert "reported no spec_verify_ct" in result["msg"]
 
 
-def test_no_speculation_skips_acceptance(server, capsys):
-    server.scenario.server_info["speculative_algorithm"] = None
+def test_no_speculation_skips_acceptance(start_double, capsys):
+    server = start_double(speculative=False)
     failed, result = run_module(dict(SMALL, url=server.url), capsys)
     assert not failed, result["msg"]
     assert "acceptance" not in result["result"]["phases"] and result["result"]["acceptance"] is None
-    assert not any(r["path"] == "/generate" for r in server.scenario.requests)
+    assert not any(r["path"] == "/generate" for r in server.app.requests)
 
 
 def test_short_completion_under_ignore_eos_fails(server, capsys):
-    server.scenario.chat_stream = lambda p: chat_events(p["max_tokens"] - 3)
-    failed, result = run_module(dict(SMALL, url=server.url), capsys)
+    # Without ignore_eos every answer stops at its EOS, 16 to 255 tokens in (the double's text).
+    server.app.dropped_fields = {"ignore_eos"}
+    failed, result = run_module(dict(SMALL, url=server.url, max_tokens=256), capsys)
     assert failed
-    assert "ignore_eos_lengths: value 0, floor 8 (n_out must equal max_tokens=25; got [22," in result["msg"]
+    assert "ignore_eos_lengths: value 0, floor 8 (n_out must equal max_tokens=256; got [" in result["msg"]
 
 
-@pytest.mark.parametrize("scripted, message", [
-    ({"chat_status": 500}, "HTTP 500"),
-    ({"chat_stream": lambda p: chat_events(25)[:3] + [sse({"error": {"message": "CUDA OOM"}})]},
-     "error event: CUDA OOM"),
-    ({"chat_stream": lambda p: chat_events(25)[:3] + ["close"]}, "stream truncated"),
+@pytest.mark.parametrize("fault, value, message", [
+    ("errors", {"/v1/chat/completions": (500, "Internal server error: CUDA OOM")}, "HTTP 500"),
+    ("stream_fault", (2, "event", CUDA_OOM), "error event: CUDA OOM"),
+    ("stream_fault", (2, "close", None), "stream truncated"),
 ])
-def test_failed_requests_are_counted_and_fail_the_run(server, capsys, scripted, message):
-    for name, value in scripted.items():
-        setattr(server.scenario, name, value)
+def test_failed_requests_are_counted_and_fail_the_run(server, capsys, fault, value, message):
+    setattr(server.app, fault, value)
     failed, result = run_module(dict(SMALL, url=server.url), capsys)
     assert failed
     assert "requests_succeeded: value 0, floor 8" in result["msg"] and message in result["msg"]
@@ -109,7 +113,7 @@ def test_failed_requests_are_counted_and_fail_the_run(server, capsys, scripted, 
 
 
 def test_slow_server_is_cut_off_by_the_runtime_bound(server, capsys):
-    server.scenario.chat_stream = lambda p: chat_events(25)[:2] + [("pause", 20.0)] + chat_events(25)[2:]
+    server.app.stream_fault = (2, "pause", 20.0)
     start = time.monotonic()
     failed, result = run_module(dict(SMALL, url=server.url, timeout=1.0), capsys)
     # Far below the pause, so that only a bound that is not enforced fails, not a busy machine.
@@ -120,8 +124,8 @@ def test_slow_server_is_cut_off_by_the_runtime_bound(server, capsys):
     assert "requests_succeeded: value 0, floor 0 (no measured request ran)" in result["msg"]
 
 
-def test_unhealthy_server_fails_preflight(server, capsys):
-    server.scenario.health_status = 503
+def test_unhealthy_server_fails_preflight(start_double, capsys):
+    server = start_double(env={"SGLANG_DOUBLE_STARTUP_S": "60"})
     failed, result = run_module(dict(SMALL, url=server.url), capsys)
     assert failed and "preflight: value GET http" in result["msg"] and "HTTP 503" in result["msg"]
 
@@ -144,12 +148,11 @@ def test_result_file_is_written_when_gates_fail(server, capsys, tmp_path):
     assert failed and json.loads(path.read_text())["passed"] is False
 
 
-def test_server_info_alias_and_api_key(server, capsys):
-    server.scenario.server_info_alias_only = True
+def test_api_key_is_used_and_not_logged(start_double, capsys):
+    # The double answers 401 to every request without the key but /health and /metrics.
+    server = start_double("--api-key", "s3cret")
     failed, result = run_module(dict(SMALL, url=server.url, api_key="s3cret"), capsys)
     assert not failed, result["msg"]
-    assert result["result"]["server"]["server_info_path"] == "/get_server_info"
-    assert all(r["headers"].get("Authorization") == "Bearer s3cret" for r in server.scenario.requests)
     assert "s3cret" not in json.dumps(result)
 
 
@@ -166,21 +169,21 @@ def test_server_info_alias_and_api_key(server, capsys):
 def test_bad_options_stop_before_any_request(server, capsys, args, message):
     failed, result = run_module(dict(SMALL, **dict({"url": server.url}, **args)), capsys)
     assert failed and result["msg"].startswith(message)
-    assert not server.scenario.requests
+    assert not server.app.requests
 
 
 def test_a_server_that_never_answers_ends_the_module_within_its_bound(silent, tmp_path):
     # On the server's clock (first connection to last close), without the interpreter's start-up.
     result = run_module_file("sglang_bench", dict(SMALL, url=silent.url, timeout=2, request_timeout=1.5), tmp_path)
     assert result["failed"] and "preflight: value GET %s/health: " % silent.url in result["msg"]
-    assert silent.span() <= 2 + SERVER_SIDE_SLACK_S
+    assert silent.app.connection_span() <= 2 + SERVER_SIDE_SLACK_S
 
 
-def test_barrier_releases_all_workers_together(server, capsys):
+def test_barrier_releases_all_workers_together(start_double, capsys):
     # With a 0.6 s stream, 3 workers x 2 requests take ~1.2 s when released together and 3.6 s
     # one at a time; the streams are long enough that a busy machine's scheduling delays of a
     # few tens of milliseconds do not count.
-    server.scenario.chat_stream = lambda p: [("pause", 0.6)] + chat_events(p["max_tokens"])
+    server = start_double(env={"SGLANG_DOUBLE_PREFILL_S": "0.6"})
     failed, result = run_module(dict(SMALL, url=server.url, warmup_requests=0), capsys)
     assert not failed, result["msg"]
     level = result["result"]["levels"][1]
@@ -202,32 +205,23 @@ def test_barrier_releases_all_workers_together(server, capsys):
 def test_unbounded_options_are_refused_before_any_request(server, capsys, args, message):
     failed, result = run_module(dict(SMALL, **dict({"url": server.url}, **args)), capsys)
     assert failed and result["msg"] == message
-    assert not server.scenario.requests
+    assert not server.app.requests
 
 
-def test_the_largest_concurrency_keeps_the_time_bound(silent, tmp_path):
-    # 256 workers against a server that never answers: no connection is opened after the bound.
-    result = run_module_file("sglang_bench", dict(SMALL, url=silent.url, timeout=1, request_timeout=1,
-                                                  concurrency=256), tmp_path)
-    assert result["failed"] and "preflight" in result["msg"]
-    assert silent.span() <= 1 + SERVER_SIDE_SLACK_S
-
-
-@pytest.mark.parametrize("change, message", [
-    ({"server_info": [1, 2]}, "preflight: value GET {url}/server_info: HTTP 200: expected a JSON object, got array"),
-    ({"models": "Qwen"}, "preflight: value GET {url}/v1/models: expected data to be a JSON array, got string"),
+@pytest.mark.parametrize("path, answer, message", [
+    ("/server_info", [1, 2], "preflight: value GET {url}/server_info: HTTP 200: expected a JSON object, got array"),
+    ("/v1/models", {"data": "Qwen"},
+     "preflight: value GET {url}/v1/models: expected data to be a JSON array, got string"),
 ])
-def test_json_of_another_shape_fails_the_preflight_naming_the_url(server, capsys, change, message):
-    for name, value in change.items():
-        setattr(server.scenario, name, value)
+def test_json_of_another_shape_fails_the_preflight_naming_the_url(server, capsys, path, answer, message):
+    server.app.answers[path] = answer
     failed, result = run_module(dict(SMALL, url=server.url), capsys)
     assert failed and message.format(url=server.url) in result["msg"]
-    assert not any(r["method"] == "POST" for r in server.scenario.requests)
+    assert not any(r["method"] == "POST" for r in server.app.requests)
 
 
 def test_streams_and_answers_of_another_shape_fail_their_requests(server, capsys):
-    server.scenario.chat_stream = lambda p: [sse({"choices": {"delta": "x"}}), b"data: [DONE]\n\n"]
-    server.scenario.generate_has_spec = True
+    server.app.stream_fault = (0, "event", {"choices": {"delta": "x"}})
     failed, result = run_module(dict(SMALL, url=server.url), capsys)
     assert failed
     assert "requests_succeeded: value 0, floor 8" in result["msg"]
@@ -235,7 +229,7 @@ def test_streams_and_answers_of_another_shape_fail_their_requests(server, capsys
 
 
 def test_a_metrics_page_with_a_malformed_sample_fails_naming_the_url(server, capsys):
-    server.scenario.metrics = lambda: "sglang:generation_tokens_total{a=\"b\"} lots\n"
+    server.app.answers["/metrics"] = "sglang:generation_tokens_total{a=\"b\"} lots\n"
     failed, result = run_module(dict(SMALL, url=server.url), capsys)
     assert failed and result["msg"] == ("GET %s/metrics: malformed sample: "
                                         "'sglang:generation_tokens_total{a=\"b\"} lots'" % server.url)
@@ -245,7 +239,7 @@ def test_check_mode_sends_nothing_that_changes_the_server(server, capsys):
     failed, result = run_module(dict(SMALL, url=server.url, expect_speculation=True, _ansible_check_mode=True),
                                 capsys)
     assert not failed, result["msg"]
-    assert [(r["method"], r["path"]) for r in server.scenario.requests] == [
+    assert [(r["method"], r["path"]) for r in server.app.requests] == [
         ("GET", "/health"), ("GET", "/v1/models"), ("GET", "/server_info")]
     doc = result["result"]
     assert doc["check_mode"] is True and doc["phases"] == ["preflight"] and doc["levels"] == []
@@ -256,20 +250,21 @@ def test_check_mode_sends_nothing_that_changes_the_server(server, capsys):
     assert result["changed"] is False
 
 
-def test_check_mode_still_reports_a_server_that_does_not_speculate(server, capsys):
-    server.scenario.server_info["speculative_algorithm"] = None
+def test_check_mode_still_reports_a_server_that_does_not_speculate(start_double, capsys):
+    server = start_double(speculative=False)
     failed, result = run_module(dict(SMALL, url=server.url, expect_speculation=True, _ansible_check_mode=True),
                                 capsys)
     assert failed and "speculation_active: value None" in result["msg"]
-    assert all(r["method"] == "GET" for r in server.scenario.requests)
+    assert all(r["method"] == "GET" for r in server.app.requests)
 
 
-def test_credentials_in_the_url_are_not_echoed(server, capsys):
+def test_credentials_in_the_url_are_not_echoed(start_double, capsys):
+    server = start_double()
     failed, result = run_module(dict(SMALL, url=server.url.replace("//", "//alice:s3cret@")), capsys)
     assert not failed, result["msg"]
     assert result["result"]["server"]["url"] == server.url
     assert "s3cret" not in json.dumps(result) and "alice" not in json.dumps(result)
-    server.scenario.health_status = 503
+    server = start_double(env={"SGLANG_DOUBLE_STARTUP_S": "60"})
     failed, result = run_module(dict(SMALL, url=server.url.replace("//", "//alice:s3cret@")), capsys)
     assert failed and "preflight: value GET %s/health: HTTP 503" % server.url in result["msg"]
     assert "s3cret" not in json.dumps(result) and "alice" not in json.dumps(result)
@@ -319,7 +314,7 @@ def test_the_prompt_mode_is_explicit_and_recorded(server, capsys, thinking):
     assert not failed, result["msg"]
     mode = result["result"]["prompt_mode"]
     assert mode["thinking"] is thinking and mode["prompt_set"] == "builtin" and mode["prompts"] == 8
-    chat = [r["payload"] for r in server.scenario.requests if r["path"] == "/v1/chat/completions"]
+    chat = [r["payload"] for r in server.app.requests if r["path"] == "/v1/chat/completions"]
     assert chat and all(p["chat_template_kwargs"] == {"enable_thinking": thinking} for p in chat)
 
 
@@ -330,9 +325,9 @@ def test_a_site_prompt_file_is_used_in_order(server, capsys, tmp_path):
     assert not failed, result["msg"]
     assert result["result"]["prompt_mode"]["prompt_set"] == str(prompts)
     assert result["result"]["prompt_mode"]["prompts"] == 2
-    sent = {r["payload"]["messages"][0]["content"] for r in server.scenario.requests
+    sent = {r["payload"]["messages"][0]["content"] for r in server.app.requests
             if r["path"] == "/v1/chat/completions"}
-    sent |= {r["payload"]["text"] for r in server.scenario.requests if r["path"] == "/generate"}
+    sent |= {r["payload"]["text"] for r in server.app.requests if r["path"] == "/generate"}
     assert sent == {"first site prompt", "second site prompt"}
 
 
@@ -346,7 +341,7 @@ def test_a_bad_prompt_file_is_refused_before_any_request(server, capsys, tmp_pat
     prompts.write_text(content)
     failed, result = run_module(dict(SMALL, url=server.url, prompts_path=str(prompts)), capsys)
     assert failed and message in result["msg"] and result["msg"].startswith("prompts_path: ")
-    assert not server.scenario.requests
+    assert not server.app.requests
 
 
 def test_itl_is_reported_per_chunk_and_per_token(server, capsys):
@@ -364,9 +359,8 @@ def test_itl_is_reported_per_chunk_and_per_token(server, capsys):
         assert chunk["max"] <= level["e2e_s"]["max"] - level["ttft_s"]["min"]
 
 
-def test_without_counts_per_event_itl_per_token_is_null(server, capsys):
-    server.scenario.chat_stream = lambda payload: chat_events(payload["max_tokens"], continuous_usage=False,
-                                                              pause=0.002)
+def test_without_counts_per_event_itl_per_token_is_null(start_double, capsys):
+    server = start_double(env={"SGLANG_DOUBLE_USAGE_STATS": "final"})
     failed, result = run_module(dict(SMALL, url=server.url), capsys)
     assert not failed, result["msg"]
     for level in result["result"]["levels"]:
@@ -386,7 +380,7 @@ def test_open_loop_levels_send_at_poisson_arrivals(server, capsys, tmp_path):
     assert doc["phases"] == ["preflight", "warmup", "flush", "concurrency_1", "concurrency_n", "open_loop",
                              "acceptance"]
     assert [level["request_rate"] for level in doc["open_loop"]] == [20, 400]
-    chat = [r for r in server.scenario.requests if r["path"] == "/v1/chat/completions"]
+    chat = [r for r in server.app.requests if r["path"] == "/v1/chat/completions"]
     sent = 0
     for level, rate in zip(doc["open_loop"], (20, 400)):
         assert (level["phase"], level["concurrency"], level["requests"], level["successes"]) == ("open_loop", None, 6, 6)
@@ -432,7 +426,7 @@ def test_an_e2e_objective_gates_and_counts_in_goodput(server, capsys):
 def test_bad_open_loop_options_stop_before_any_request(server, capsys, args, message):
     failed, result = run_module(dict(SMALL, url=server.url, **args), capsys)
     assert failed and result["msg"] == message
-    assert not server.scenario.requests
+    assert not server.app.requests
 
 
 def test_check_mode_counts_the_open_loop_requests(server, capsys):

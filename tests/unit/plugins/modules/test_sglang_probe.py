@@ -1,11 +1,14 @@
-"""sglang_probe against a scripted SGLang-shaped server on loopback."""
+"""sglang_probe against the SGLang test double on loopback (tests/unit/plugins/conftest.py).
+
+The client's own behaviours (deadlines, retries, the /get_server_info alias, the API key header)
+are tested in tests/unit/plugins/module_utils/test_sglang_client.py; these tests cover the
+module's wiring and checks."""
 import json
 import re
 
 import pytest
 
-from sglang_fake_server import SERVER_SIDE_SLACK_S, RawServer, run_main
-from support import free_port, run_module_file
+from support import SERVER_SIDE_SLACK_S, free_port, run_main, run_module_file
 
 from ansible_collections.pro6000.inference.plugins.modules import sglang_probe
 
@@ -14,35 +17,30 @@ def run_module(args, capsys):
     return run_main(sglang_probe.main, args, capsys)
 
 
-EXPECTED = {
-    "model": "/srv/models/Qwen3.6-27B/",
-    "speculative_algorithm": "dflash",
-    "speculative_num_draft_tokens": 16,
-    "speculative_draft_model_path": "/srv/models/Qwen3.6-27B-DFlash",
-}
+@pytest.fixture(name="expected")
+def fixture_expected(models):
+    """What the default double serves, the model path written with a trailing slash."""
+    target, drafter = models
+    return {"model": str(target) + "/", "speculative_algorithm": "dflash", "speculative_num_draft_tokens": 16,
+            "speculative_draft_model_path": str(drafter)}
 
 
-def test_matching_server_returns_facts_and_no_change(server, capsys):
-    failed, result = run_module(dict(EXPECTED, url=server.url), capsys)
+def test_matching_server_returns_facts_and_no_change(server, expected, capsys):
+    failed, result = run_module(dict(expected, url=server.url), capsys)
     assert not failed, result["msg"]
     assert result["changed"] is False and result["mismatches"] == []
     facts = result["server"]
     assert facts["server_info_path"] == "/server_info" and facts["version"] == "0.5.23"
     assert facts["models"] == ["Qwen3.6-27B"] and facts["max_model_len"] == 262144
     assert facts["speculative"]["algorithm"] == "DFLASH" and facts["speculative"]["num_draft_tokens"] == 16
-    assert facts["speculative"]["avg_spec_accept_length"] == [6.5]
+    # No verify step yet: the scheduler's average is 0.
+    assert facts["speculative"]["avg_spec_accept_length"] == [0.0]
     assert result["model_info"]["architectures"] == ["Qwen3_5ForConditionalGeneration"]
 
 
-def test_old_alias_is_used_when_server_info_is_missing(server, capsys):
-    server.scenario.server_info_alias_only = True
-    failed, result = run_module(dict(EXPECTED, url=server.url), capsys)
-    assert not failed and result["server"]["server_info_path"] == "/get_server_info"
-
-
-def test_every_mismatch_is_named(server, capsys):
-    server.scenario.server_info["speculative_num_draft_tokens"] = 8
-    failed, result = run_module(dict(EXPECTED, url=server.url, speculative_algorithm="DDTREE",
+def test_every_mismatch_is_named(start_double, expected, capsys):
+    server = start_double("--speculative-dflash-block-size", "8")
+    failed, result = run_module(dict(expected, url=server.url, speculative_algorithm="DDTREE",
                                      speculative_ddtree_budget=15,
                                      speculative_draft_model_path="/srv/models/other"), capsys)
     assert failed and result["changed"] is False
@@ -55,20 +53,20 @@ def test_every_mismatch_is_named(server, capsys):
         "speculative_draft_model_path"]
 
 
-def test_server_that_should_speculate_but_does_not_fails(server, capsys):
-    server.scenario.server_info.update(speculative_algorithm=None, speculative_num_draft_tokens=None)
+def test_server_that_should_speculate_but_does_not_fails(start_double, capsys):
+    server = start_double(speculative=False)
     failed, result = run_module({"url": server.url, "speculative_algorithm": "DFLASH"}, capsys)
     assert failed and "speculative_algorithm: expected 'DFLASH', the server reports 'NONE'" in result["msg"]
 
 
-def test_expecting_no_speculation(server, capsys):
-    server.scenario.server_info["speculative_algorithm"] = None
+def test_expecting_no_speculation(start_double, capsys):
+    server = start_double(speculative=False)
     failed, result = run_module({"url": server.url, "speculative_algorithm": "none"}, capsys)
     assert not failed, result["msg"]
 
 
-def test_ddtree_fork_flag_counts_as_ddtree(server, capsys):
-    server.scenario.server_info.update(speculative_dflash_enable_ddtree=True, speculative_ddtree_budget=15)
+def test_ddtree_fork_flag_counts_as_ddtree(start_double, capsys):
+    server = start_double("--speculative-dflash-enable-ddtree", profile="fork-ddtree-flag")
     failed, result = run_module({"url": server.url, "speculative_algorithm": "DDTREE",
                                  "speculative_ddtree_budget": 15}, capsys)
     assert not failed, result["msg"]
@@ -84,15 +82,15 @@ def test_served_model_name_matches(server, capsys):
     assert not failed, result["msg"]
 
 
-def test_waits_for_readiness_within_the_deadline(server, capsys):
-    server.scenario.healthy_after = 0.6
+def test_waits_for_readiness_within_the_deadline(start_double, capsys):
+    server = start_double(env={"SGLANG_DOUBLE_STARTUP_S": "0.6"})
     failed, result = run_module({"url": server.url, "wait_timeout": 10, "wait_interval": 0.1}, capsys)
     assert not failed, result["msg"]
     assert 0.3 <= result["server"]["waited_s"] < 5
 
 
-def test_not_ready_by_the_deadline_fails(server, capsys):
-    server.scenario.healthy_after = 60
+def test_not_ready_by_the_deadline_fails(start_double, capsys):
+    server = start_double(env={"SGLANG_DOUBLE_STARTUP_S": "60"})
     failed, result = run_module({"url": server.url, "wait_timeout": 0.4, "wait_interval": 0.1}, capsys)
     assert failed
     # The message gives the time waited: at least wait_timeout, more when the machine is busy.
@@ -101,8 +99,8 @@ def test_not_ready_by_the_deadline_fails(server, capsys):
     assert "last answer: HTTP 503" in result["msg"]
 
 
-def test_a_failed_unit_ends_the_wait_at_once(server, capsys, monkeypatch):
-    server.scenario.healthy_after = 60
+def test_a_failed_unit_ends_the_wait_at_once(start_double, capsys, monkeypatch):
+    server = start_double(env={"SGLANG_DOUBLE_STARTUP_S": "60"})
     asked = []
 
     def systemctl(self, args, **kwargs):
@@ -116,8 +114,8 @@ def test_a_failed_unit_ends_the_wait_at_once(server, capsys, monkeypatch):
     assert asked == [["systemctl", "is-failed", "--quiet", "sglang-qwen.service"]]
 
 
-def test_a_unit_still_starting_is_waited_for(server, capsys, monkeypatch):
-    server.scenario.healthy_after = 0.5
+def test_a_unit_still_starting_is_waited_for(start_double, capsys, monkeypatch):
+    server = start_double(env={"SGLANG_DOUBLE_STARTUP_S": "0.5"})
     monkeypatch.setattr("ansible.module_utils.basic.AnsibleModule.run_command",
                         lambda self, args, **kwargs: (1, "", ""))  # is-failed: no
     failed, result = run_module({"url": server.url, "wait_timeout": 10, "wait_interval": 0.1,
@@ -131,12 +129,6 @@ def test_server_down_fails_with_the_reason(capsys):
     assert failed and "ConnectionRefusedError" in result["msg"]
 
 
-def test_slow_server_past_the_request_timeout_fails(server, capsys):
-    server.scenario.pause_before_answer = 2
-    failed, result = run_module({"url": server.url, "timeout": 0.3}, capsys)
-    assert failed and "/health: deadline reached while waiting for the answer" in result["msg"]
-
-
 @pytest.mark.parametrize("args, bound", [
     ({"timeout": 2}, 2),
     ({"timeout": 1, "wait_timeout": 1.5, "wait_interval": 0.2}, 2.5),
@@ -146,17 +138,7 @@ def test_a_server_that_never_answers_ends_the_module_within_its_bound(silent, tm
     # start-up, which a loaded machine stretches, is not part of the module's bound.
     result = run_module_file("sglang_probe", dict(args, url=silent.url), tmp_path)
     assert result["failed"] and "%s/health did not answer HTTP 200 within" % silent.url in result["msg"]
-    assert silent.span() <= bound + SERVER_SIDE_SLACK_S
-
-
-def test_retries_stay_within_the_bound(server, tmp_path):
-    # Healthy, then silent where the probe reads /server_info: GET retries must not add to the bound.
-    server.scenario.silent_paths = {"/server_info"}
-    result = run_module_file("sglang_probe", {"url": server.url, "timeout": 1}, tmp_path)
-    assert result["failed"] and "GET %s/server_info: " % server.url in result["msg"]
-    first = server.scenario.requests[0]
-    assert first["path"] == "/health" and server.scenario.hangups
-    assert max(server.scenario.hangups) - first["t"] <= 1 + SERVER_SIDE_SLACK_S
+    assert silent.app.connection_span() <= bound + SERVER_SIDE_SLACK_S
 
 
 @pytest.mark.parametrize("args, message", [
@@ -171,18 +153,19 @@ def test_retries_stay_within_the_bound(server, tmp_path):
 def test_bad_options_are_named_before_any_request(server, capsys, args, message):
     failed, result = run_module(dict({"url": server.url}, **args), capsys)
     assert failed and result["msg"].startswith(message)
-    assert not server.scenario.requests
+    assert not server.app.requests
 
 
-def test_check_mode_behaves_the_same(server, capsys):
-    failed, result = run_module(dict(EXPECTED, url=server.url, _ansible_check_mode=True), capsys)
+def test_check_mode_behaves_the_same(server, expected, capsys):
+    failed, result = run_module(dict(expected, url=server.url, _ansible_check_mode=True), capsys)
     assert not failed and result["changed"] is False
 
 
-def test_api_key_is_not_logged_and_is_sent(server, capsys):
+def test_api_key_is_used_and_not_logged(start_double, capsys):
+    # The double answers 401 to every request without the key but /health.
+    server = start_double("--api-key", "s3cret")
     failed, result = run_module({"url": server.url, "api_key": "s3cret"}, capsys)
-    assert not failed
-    assert all(r["headers"].get("Authorization") == "Bearer s3cret" for r in server.scenario.requests)
+    assert not failed, result["msg"]
     assert "s3cret" not in json.dumps(result)
 
 
@@ -199,32 +182,31 @@ def test_api_key_is_not_logged_and_is_sent(server, capsys):
 def test_unbounded_time_options_are_refused_before_any_request(server, capsys, args, message):
     failed, result = run_module(dict({"url": server.url}, **args), capsys)
     assert failed and result["msg"] == message
-    assert not server.scenario.requests
+    assert not server.app.requests
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"server_info": [1, 2]}, "GET {url}/server_info: HTTP 200: expected a JSON object, got array"),
-    ({"model_info": "text"}, "GET {url}/model_info: HTTP 200: expected a JSON object, got string"),
-    ({"models": {"id": "m"}}, "GET {url}/v1/models: expected data to be a JSON array, got object"),
+@pytest.mark.parametrize("path, answer, message", [
+    ("/server_info", [1, 2], "GET {url}/server_info: HTTP 200: expected a JSON object, got array"),
+    ("/model_info", "text", "GET {url}/model_info: HTTP 200: expected a JSON object, got string"),
+    ("/v1/models", {"data": {"id": "m"}}, "GET {url}/v1/models: expected data to be a JSON array, got object"),
 ])
-def test_json_of_another_shape_fails_naming_the_url(server, capsys, change, message):
-    for name, value in change.items():
-        setattr(server.scenario, name, value)
+def test_json_of_another_shape_fails_naming_the_url(server, capsys, path, answer, message):
+    server.app.answers[path] = json.dumps(answer) if isinstance(answer, str) else answer
     failed, result = run_module({"url": server.url}, capsys)
     assert failed and result["msg"].startswith(message.format(url=server.url))
 
 
-def test_a_chunk_size_that_is_not_hex_fails_naming_the_url(capsys):
-    with RawServer(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nnope\r\n{}\r\n0\r\n\r\n") as raw:
-        failed, result = run_module({"url": raw.url}, capsys)
+def test_a_chunk_size_that_is_not_hex_fails_naming_the_url(server, capsys):
+    server.app.raw["/health"] = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nnope\r\n{}\r\n0\r\n\r\n"
+    failed, result = run_module({"url": server.url}, capsys)
     assert failed
     assert result["msg"] == ("%s/health did not answer HTTP 200 within 0.0 s; last answer: GET %s/health: "
-                             "malformed chunked body: chunk size b'nope' is not hexadecimal" % (raw.url, raw.url))
+                             "malformed chunked body: chunk size b'nope' is not hexadecimal" % (server.url, server.url))
 
 
-def test_credentials_in_the_url_are_not_echoed(server, capsys):
+def test_credentials_in_the_url_are_not_echoed(server, expected, capsys):
     url = server.url.replace("//", "//alice:s3cret@")
-    failed, result = run_module(dict(EXPECTED, url=url), capsys)
+    failed, result = run_module(dict(expected, url=url), capsys)
     assert not failed, result["msg"]
     assert result["server"]["url"] == server.url
     assert "s3cret" not in json.dumps(result) and "alice" not in json.dumps(result)
