@@ -128,8 +128,7 @@ def role_figures(root=ROOT):
 
 
 DOUBLES = ("tests/fixtures/sglang_double/python", "tests/fixtures/sglang_double/benchmark_capacity.py",
-           "tests/fixtures/sglang_double/make_repo.py", "tests/unit/sglang_fake_server.py",
-           "tests/fixtures/sglang_fake")
+           "tests/fixtures/sglang_double/make_repo.py")
 
 
 def double_lines(root=ROOT):
