@@ -60,7 +60,8 @@ def run_module_file(name, args, workdir, pythonpath=(), environ=None, timeout=12
 
 def run_main(main, args, capsys):
     """Run a module's main() in this process and return (failed, result) from the JSON it prints."""
-    import pytest  # pylint: disable=import-outside-toplevel  (the unit tests' helper only)
+    # Imported here: only the unit tests' helper needs pytest; the other helpers run without it.
+    import pytest  # pylint: disable=import-outside-toplevel
     from ansible.module_utils.testing import patch_module_args  # pylint: disable=import-outside-toplevel
 
     with patch_module_args(args):
