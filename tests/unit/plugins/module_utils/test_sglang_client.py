@@ -246,7 +246,7 @@ def test_get_json_names_url_and_status(server):
 
 
 def test_server_info_falls_back_to_old_alias(server):
-    server.app.missing_paths = {"/server_info"}
+    server.app.drop_routes("/server_info")
     path, info = sc.fetch_server_info(sc.SGLangClient(server.url))
     assert path == "/get_server_info" and info["speculative_algorithm"] == "DFLASH"
 
