@@ -1,5 +1,6 @@
 """Role model_weights refuses bad models before anything changes, naming the variable and why:
-its own preflight tasks run by real ansible-playbook on localhost (they only read variables),
+its own first check (tasks/state.yml, module host_state: the rules fail before it reads anything)
+run by real ansible-playbook on localhost,
 one playbook run for every case (a few seconds). The hub and git rules themselves are unit
 tests of the test plugins hub_repo_id and git_ref_name (tests/unit/plugins/test)."""
 import json
@@ -55,7 +56,7 @@ CASES = [
 ]
 
 PLAY = """
-- name: Run role model_weights' preflight for each case
+- name: Run role model_weights' first check for each case
   hosts: localhost
   connection: local
   gather_facts: true
@@ -77,12 +78,12 @@ PLAY = """
 """
 
 CASE = """
-- name: Run the preflight with this case's variables
+- name: Run the first check with this case's variables
   block:
-    - name: Include the preflight
+    - name: Include the first check
       ansible.builtin.include_role:
         name: pro6000.inference.model_weights
-        tasks_from: preflight
+        tasks_from: state
       vars:
         model_weights_models: "{{ case.vars.model_weights_models }}"
         model_weights_allow_floating_revision: "{{ case.vars.model_weights_allow_floating_revision | default(false) }}"
