@@ -50,6 +50,26 @@ options:
       - Must be positive, at most 3600.
     type: float
     default: 2
+  servers:
+    description:
+      - Several servers to check in one module run (the replicas of a host, then its gateway),
+        each against the same expected settings: an entry's C(url) and C(unit) stand for O(url)
+        and O(unit), and O(url) is not used. Each may wait up to O(wait_timeout).
+      - The module fails naming every server that does not answer or does not serve what was
+        expected, after checking all of them.
+    type: list
+    elements: dict
+    suboptions:
+      url:
+        description: Base URL of the server.
+        type: str
+        required: true
+      unit:
+        description: The systemd unit that runs it, as O(unit).
+        type: str
+      name:
+        description: What the failure messages call it (a replica's name, say); its URL when not given.
+        type: str
   unit:
     description:
       - The systemd unit that runs the server. While waiting, a unit that systemd reports as
@@ -102,8 +122,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+servers:
+  description: With O(servers), the facts read from each server (as RV(server)), in order; V(null) for one that did not answer.
+  returned: when O(servers) is given
+  type: list
+  elements: dict
 server:
-  description: The facts read from the server, normalised.
+  description: The facts read from the server, normalised; with O(servers), from the last one.
   returned: when the server answered its health check
   type: dict
   contains:
@@ -140,6 +165,17 @@ server:
       description: C(max_model_len) of the first model card, when given.
       type: int
       sample: 262144
+    unit:
+      description: O(unit), when given.
+      type: str
+      sample: sglang-qwen-0.service
+    invocation:
+      description:
+        - systemd's C(InvocationID) of O(unit) when the server answered, which names this run of
+          the unit's process (a restart gets a new one), so that a later run can tell whether it
+          still talks to the same process; V(null) without O(unit) or where systemd cannot say.
+      type: str
+      sample: a1041905b76d414788915dbd332d3a44
     speculative:
       description: Speculative decoding settings the server reports.
       type: dict
@@ -158,7 +194,7 @@ model_info:
   returned: when the server answered its health check
   type: dict
 mismatches:
-  description: One entry per expected setting the server does not match.
+  description: One entry per expected setting the server does not match; with O(servers), each also names its server's C(url).
   returned: always
   type: list
   elements: dict
@@ -222,6 +258,12 @@ def unit_failed(module, unit):
         rc, _out, _err = module.run_command(["systemctl", "is-failed", "--quiet", unit])
         return "systemd reports %s failed" % unit if rc == 0 else None
     return gone
+
+
+def unit_invocation(module, unit):
+    """systemd's InvocationID of the unit's current run, None where systemd cannot say."""
+    rc, out, _err = module.run_command(["systemctl", "show", "--property=InvocationID", "--value", "--", unit])
+    return out.strip() or None if rc == 0 else None
 
 
 def get_with_alias(client, path, alias, deadline):
@@ -298,10 +340,34 @@ def probe(client, wait_timeout, wait_interval, gone=lambda: None):
     return server, info, model_info
 
 
+def check_server(module, params, url, unit):
+    """Probe one server and compare it with the expected settings: (result, failure or None)."""
+    module.no_log_values.update(url_credentials(url))
+    try:
+        client = SGLangClient(url, api_key=params["api_key"], timeout=params["timeout"],
+                              validate_certs=params["validate_certs"], ca_path=params["ca_path"])
+        gone = unit_failed(module, unit) if unit else (lambda: None)
+        server, info, model_info = probe(client, params["wait_timeout"], params["wait_interval"], gone)
+    except SGLangError as exc:
+        return {"mismatches": []}, str(exc)
+    if unit:
+        server.update(unit=unit, invocation=unit_invocation(module, unit))
+    result = {"server": server, "server_info": info, "model_info": model_info, "mismatches": compare(params, server)}
+    if result["mismatches"]:
+        return result, "The server at %s does not serve what was expected: %s" % (
+            server["url"], "; ".join(describe(m) for m in result["mismatches"]))
+    return result, None
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             **SERVER_ARGUMENT_SPEC,
+            servers=dict(type="list", elements="dict", options=dict(
+                url=dict(type="str", required=True),
+                unit=dict(type="str"),
+                name=dict(type="str"),
+            )),
             timeout=dict(type="float", default=30),
             wait_timeout=dict(type="float", default=0),
             wait_interval=dict(type="float", default=2),
@@ -312,27 +378,31 @@ def main():
             speculative_ddtree_budget=dict(type="int"),
             speculative_draft_model_path=dict(type="str"),
         ),
+        mutually_exclusive=[("servers", "unit")],
         supports_check_mode=True,
     )
     params = module.params
-    module.no_log_values.update(url_credentials(params["url"]))
     problem = check_bounds(params, BOUNDS)
     if problem:
         module.fail_json(msg=problem, changed=False, mismatches=[])
-    try:
-        client = SGLangClient(params["url"], api_key=params["api_key"], timeout=params["timeout"],
-                              validate_certs=params["validate_certs"], ca_path=params["ca_path"])
-        gone = unit_failed(module, params["unit"]) if params["unit"] else (lambda: None)
-        server, info, model_info = probe(client, params["wait_timeout"], params["wait_interval"], gone)
-    except SGLangError as exc:
-        module.fail_json(msg=str(exc), changed=False, mismatches=[])
-    mismatches = compare(params, server)
-    if mismatches:
-        module.fail_json(msg="The server at %s does not serve what was expected: %s"
-                         % (server["url"], "; ".join(describe(m) for m in mismatches)),
-                         changed=False, server=server, server_info=info, model_info=model_info,
-                         mismatches=mismatches)
-    module.exit_json(changed=False, server=server, server_info=info, model_info=model_info, mismatches=[])
+    if params["servers"] is None:
+        result, failure = check_server(module, params, params["url"], params["unit"])
+        if failure:
+            module.fail_json(msg=failure, changed=False, **result)
+        module.exit_json(changed=False, **result)
+    if not params["servers"]:
+        module.fail_json(msg="servers is empty: name at least one server to check", changed=False, mismatches=[])
+    checked = [check_server(module, params, server["url"], server["unit"]) for server in params["servers"]]
+    results = [result for result, _failure in checked]
+    failures = ["%s: %s" % (server["name"] or server["url"], failure)
+                for server, (_result, failure) in zip(params["servers"], checked) if failure]
+    summary = dict(changed=False, servers=[result.get("server") for result in results], server=results[-1].get("server"),
+                   mismatches=[dict(m, url=server["url"]) for server, result in zip(params["servers"], results)
+                               for m in result["mismatches"]])
+    if failures:
+        module.fail_json(msg="%d of %d servers failed the check: %s" % (len(failures), len(checked), " | ".join(failures)),
+                         **summary)
+    module.exit_json(**summary)
 
 
 if __name__ == "__main__":

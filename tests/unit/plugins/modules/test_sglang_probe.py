@@ -53,6 +53,24 @@ def test_every_mismatch_is_named(start_double, expected, capsys):
         "speculative_draft_model_path"]
 
 
+def test_several_servers_are_checked_in_one_run_and_each_failure_named(server, start_double, expected, capsys):
+    """A host's replicas, then its gateway: every one checked, every one that fails named."""
+    wrong = start_double("--speculative-dflash-block-size", "8")
+    down = "http://127.0.0.1:%d" % free_port()
+    failed, result = run_module(dict(expected, servers=[{"url": server.url}, {"url": wrong.url, "name": "sglang-qwen-1"},
+                                                        {"url": down}, {"url": server.url}]), capsys)
+    assert failed and result["msg"].startswith("2 of 4 servers failed the check: ")
+    assert ("sglang-qwen-1: The server at %s does not serve what was expected: speculative_num_draft_tokens"
+            % wrong.url) in result["msg"]
+    assert " | %s: " % down in result["msg"] and "ConnectionRefusedError" in result["msg"]
+    assert [facts and facts["url"] for facts in result["servers"]] == [server.url, wrong.url, None, server.url]
+    assert result["mismatches"] == [{"setting": "speculative_num_draft_tokens", "expected": 16, "actual": 8,
+                                     "url": wrong.url}]
+
+    failed, result = run_module(dict(expected, servers=[{"url": server.url}, {"url": server.url}]), capsys)
+    assert not failed and len(result["servers"]) == 2 and result["server"]["url"] == server.url
+
+
 def test_server_that_should_speculate_but_does_not_fails(start_double, capsys):
     server = start_double(speculative=False)
     failed, result = run_module({"url": server.url, "speculative_algorithm": "DFLASH"}, capsys)
@@ -121,6 +139,27 @@ def test_a_unit_still_starting_is_waited_for(start_double, capsys, monkeypatch):
     failed, result = run_module({"url": server.url, "wait_timeout": 10, "wait_interval": 0.1,
                                  "unit": "sglang-qwen.service"}, capsys)
     assert not failed, result["msg"]
+
+
+def test_the_unit_s_run_is_named_by_systemd_s_invocation_id(start_double, capsys, monkeypatch):
+    """`systemctl show --property=InvocationID --value` prints the id of the unit's current run
+    (systemd 252 in a lab container: a1041905b76d414788915dbd332d3a44), an empty line for a unit
+    that is not running; without systemd (not the init system) it fails."""
+    server = start_double()
+    answers = {"is-failed": (1, "", ""), "show": (0, "a1041905b76d414788915dbd332d3a44\n", "")}
+    monkeypatch.setattr("ansible.module_utils.basic.AnsibleModule.run_command",
+                        lambda self, args, **kwargs: answers[args[1]])
+    failed, result = run_module({"url": server.url, "unit": "sglang-qwen-0.service"}, capsys)
+    assert not failed, result["msg"]
+    assert result["server"]["unit"] == "sglang-qwen-0.service"
+    assert result["server"]["invocation"] == "a1041905b76d414788915dbd332d3a44"
+
+    answers["show"] = (1, "", "System has not been booted with systemd as init system (PID 1).")
+    failed, result = run_module({"url": server.url, "unit": "sglang-qwen-0.service"}, capsys)
+    assert not failed and result["server"]["invocation"] is None
+
+    failed, result = run_module({"url": server.url}, capsys)
+    assert "invocation" not in result["server"]
 
 
 def test_server_down_fails_with_the_reason(capsys):
