@@ -93,6 +93,12 @@ options:
             compute it (the controller renders the wanted content and hashes it with the
             C(hash('sha1')) filter).
         type: str
+      content:
+        description:
+          - The wanted content itself, instead of O(files[].checksum), for a file that holds a
+            secret (an API key, a token): never logged, and the returned RV(files) carry no
+            checksum of it.
+        type: str
       src:
         description: For O(files[].state=link), the link's target exactly as written.
         type: str
@@ -249,6 +255,7 @@ record:
 """
 
 import grp
+import hashlib
 import json
 import os
 import pwd
@@ -296,7 +303,10 @@ def file_drift(spec, found):
     if wanted == "absent":
         return []
     drift = []
-    if spec.get("checksum") and found.get("checksum") != spec["checksum"]:
+    wanted_checksum = spec.get("checksum")
+    if spec.get("content") is not None:
+        wanted_checksum = hashlib.sha1(spec["content"].encode("utf-8")).hexdigest()
+    if wanted_checksum and found.get("checksum") != wanted_checksum:
         drift.append("%s: content differs from the wanted one" % path)
     if spec.get("src") is not None and found.get("src") != spec["src"]:
         drift.append("%s: points at %s, wanted %s" % (path, found.get("src"), spec["src"]))
@@ -456,6 +466,7 @@ def main():
                 path=dict(type="path", required=True),
                 state=dict(type="str", choices=["file", "directory", "link", "absent"], default="file"),
                 checksum=dict(type="str"),
+                content=dict(type="str", no_log=True),
                 src=dict(type="str"),
                 owner=dict(type="str"),
                 group=dict(type="str"),
@@ -489,6 +500,8 @@ def main():
     for spec in params["files"]:
         if spec["mode"] is not None and not (spec["mode"].isdigit() and set(spec["mode"]) <= set("01234567")):
             module.fail_json(msg="files[%s].mode = %r: must be an octal string such as '0644'" % (spec["path"], spec["mode"]))
+        if spec["checksum"] and spec["content"] is not None:
+            module.fail_json(msg="files[%s]: checksum and content are alternatives, give one" % spec["path"])
         if spec["src"] is not None and spec["state"] != "link":
             module.fail_json(msg="files[%s].src is given but state is %s: src is a link's target" % (spec["path"], spec["state"]))
     bad_versions = sorted(name for name, version in params["packages"].items() if not isinstance(version, str) or not version)
@@ -499,6 +512,9 @@ def main():
              for item in params["expect"] if canonical(item["found"]) != canonical(item["wanted"])]
     files = [read_file(module, spec["path"]) for spec in params["files"]]
     drift += [line for spec, found in zip(params["files"], files) for line in file_drift(spec, found)]
+    for spec, found in zip(params["files"], files):
+        if spec["content"] is not None:
+            found.pop("checksum", None)
 
     for spec in params["weights"]:
         drift += weights_drift(spec)

@@ -107,6 +107,17 @@ def test_values_the_controller_knows_are_compared_first(tmp_path):
     assert result["drift"] == ['loaded driver: null, wanted "590.48.01"', f"{tmp_path / 'missing'}: missing, wanted file"]
 
 
+def test_a_secret_file_is_compared_by_content_never_shown(tmp_path):
+    secret = tmp_path / "api-key"
+    secret.write_text("sk-pro6000-secret")
+    same = run(tmp_path, files=[{"path": str(secret), "content": "sk-pro6000-secret", "mode": "0644"}])
+    other = run(tmp_path, files=[{"path": str(secret), "content": "sk-pro6000-other"}])
+    assert same["drift"] == [] and other["drift"] == [f"{secret}: content differs from the wanted one"]
+    for result in (same, other):
+        assert "checksum" not in result["files"][0]
+        assert "sk-pro6000" not in json.dumps(result)
+
+
 def test_a_missing_record_is_drift(tmp_path):
     result = run(tmp_path, record={"name": "sglang", "fact_path": str(tmp_path)})
     assert result["drift"] == ["sglang.fact: no record, wanted one"] and result["record"] is None
@@ -125,6 +136,7 @@ def test_owner_and_group_are_names(tmp_path):
     ({"files": [{"path": "/etc/x", "mode": "rw-r--r--"}]}, "files[/etc/x].mode = 'rw-r--r--': must be an octal string"),
     ({"files": [{"path": "/etc/x", "src": "/y"}]}, "files[/etc/x].src is given but state is file"),
     ({"packages": {"nvidia-open": ""}}, "packages nvidia-open: each needs a version string"),
+    ({"files": [{"path": "/etc/x", "checksum": "0" * 40, "content": "x"}]}, "checksum and content are alternatives"),
 ])
 def test_bad_input_is_refused_before_reading(tmp_path, args, message):
     result = run(tmp_path, **args)
