@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 name: model_weights_copies
 short_description: Each model's link and the identity its staged copy's marker holds
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - For every model of C(model_weights_models), C(path) (C(<root>/<name>), the link
     M(pro6000.inference.model_stage) manages) and C(identity), the keys model_stage writes into

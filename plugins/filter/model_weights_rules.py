@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 name: model_weights_rules
 short_description: The rules each model of role model_weights must follow, as name, value, rule and why
-version_added: "0.2.0"
+version_added: "0.1.0"
 description:
   - For every model of C(model_weights_models), its C(name), C(repo_id), C(revision), C(path) and
     C(lock) checked by the rules module M(pro6000.inference.model_stage) applies (the hub's

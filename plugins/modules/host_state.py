@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: host_state
 short_description: Compare, in one module run, what a role manages on a host with what it wants
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Reads the files, Debian packages, systemd units and local fact record that a role manages,
     compares each with the wanted state given, and returns every difference as a sentence in
