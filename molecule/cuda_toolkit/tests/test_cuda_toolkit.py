@@ -59,5 +59,9 @@ def test_login_shells_find_nvcc_and_the_libraries(host):
 
 def test_toolkit_facts(host):
     fact = json.loads(host.file("/etc/ansible/facts.d/cuda_toolkit.fact").content_string)
+    # What the next run compares before deciding there is nothing to do: the packages at the
+    # versions dpkg lists, the releases, and the driver they were checked against.
+    installed = {name: host.package(name).version for name in ("cuda-toolkit-13-0", "cuda-toolkit-13-1")}
     assert fact == {"versions": {"13.1": "13.1.115", "13.0": "13.0.88"}, "default_version": "13.1",
-                    "cuda_home": "/usr/local/cuda"}
+                    "cuda_home": "/usr/local/cuda", "releases": ["13.0", "13.1"], "packages": installed,
+                    "driver": "590.48.01", "driver_compatibility": "full"}
