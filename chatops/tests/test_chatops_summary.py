@@ -76,6 +76,20 @@ def test_events_become_progress_counts_figures_and_the_failure():
     assert recorder.failure("failed") == f"h1: Run the smoke benchmark: failed; {WITHHELD}"
 
 
+def test_a_benchmark_that_stands_is_the_host_s_figures():
+    """Role smoke lets a passing benchmark stand while the same server processes serve the same
+    record, and sets it as smoke_bench (roles/smoke/tasks/stands.yml): the summary shows it."""
+    recorder = EventRecorder()
+    recorder(_event("runner_on_ok", host="h1", task="Take the passing benchmark of these servers, which stands",
+                    resolved_action="ansible.builtin.set_fact",
+                    res={"changed": False, "ansible_facts": {"smoke_bench": {"result": dict(BENCH_DOCUMENT, passed=True)}}}))
+    recorder(_event("runner_on_ok", host="h2", task="Another fact", resolved_action="ansible.builtin.set_fact",
+                    res={"changed": False, "ansible_facts": {"other": {"result": BENCH_DOCUMENT}}}))
+    figures = recorder.bench["h1"]
+    assert (figures.passed, figures.decode_tps_single_stream, figures.output_tps) == (True, 142.1, 801.5)
+    assert "h2" not in recorder.bench
+
+
 def test_a_failure_before_any_task_sends_ansible_output_to_the_log_only(caplog):
     recorder = EventRecorder()
     recorder({"event": "verbose", "event_data": {}, "stdout": "ERROR! the playbook: x.yml could not be found"})

@@ -73,9 +73,11 @@ options:
   unit:
     description:
       - The systemd unit that runs the server. While waiting, a unit that systemd reports as
-        failed ends the wait at once, since a server that exited (on a command line it
-        refuses, say) never becomes healthy and waiting out O(wait_timeout) would only delay
-        the rollback.
+        failed or stopped (C(systemctl is-active) says C(failed) or C(inactive)) ends the wait
+        at once, since a server that exited (on a command line it refuses, say) or that nobody
+        started never becomes healthy, and waiting out O(wait_timeout) would only delay the
+        rollback or the report. A unit starting (C(activating), also between automatic
+        restarts) is waited for.
     type: str
   model:
     description:
@@ -253,10 +255,13 @@ def wait_for_health(client, wait_timeout, interval, deadline, gone=lambda: None)
 
 
 def unit_failed(module, unit):
-    """A callable for wait_for_health: the reason when systemd reports ``unit`` failed."""
+    """A callable for wait_for_health: the reason when systemd reports ``unit`` failed or
+    stopped (inactive); one starting (activating, also between automatic restarts) is waited for,
+    and so is one systemd cannot tell about."""
     def gone():
-        rc, _out, _err = module.run_command(["systemctl", "is-failed", "--quiet", unit])
-        return "systemd reports %s failed" % unit if rc == 0 else None
+        _rc, out, _err = module.run_command(["systemctl", "is-active", unit])
+        state = out.strip()
+        return "systemd reports %s %s" % (unit, state) if state in ("failed", "inactive") else None
     return gone
 
 

@@ -117,25 +117,30 @@ def test_not_ready_by_the_deadline_fails(start_double, capsys):
     assert "last answer: HTTP 503" in result["msg"]
 
 
-def test_a_failed_unit_ends_the_wait_at_once(start_double, capsys, monkeypatch):
+@pytest.mark.parametrize("state", ["failed", "inactive"])
+def test_a_failed_or_stopped_unit_ends_the_wait_at_once(start_double, capsys, monkeypatch, state):
+    """`systemctl is-active` prints the unit's state (exit status 3 unless active): a unit that
+    failed, or that is stopped and so will not start by itself, ends the wait."""
     server = start_double(env={"SGLANG_DOUBLE_STARTUP_S": "60"})
     asked = []
 
     def systemctl(self, args, **kwargs):
         asked.append(args)
-        return 0, "", ""  # is-failed: yes
+        return 3, state + "\n", ""
     monkeypatch.setattr("ansible.module_utils.basic.AnsibleModule.run_command", systemctl)
     failed, result = run_module({"url": server.url, "wait_timeout": 30, "wait_interval": 0.1,
                                  "unit": "sglang-qwen.service"}, capsys)
     assert failed
-    assert "systemd reports sglang-qwen.service failed (HTTP 503" in result["msg"]
-    assert asked == [["systemctl", "is-failed", "--quiet", "sglang-qwen.service"]]
+    assert "systemd reports sglang-qwen.service %s (HTTP 503" % state in result["msg"]
+    assert asked == [["systemctl", "is-active", "sglang-qwen.service"]]
 
 
 def test_a_unit_still_starting_is_waited_for(start_double, capsys, monkeypatch):
     server = start_double(env={"SGLANG_DOUBLE_STARTUP_S": "0.5"})
+    # Starting (between automatic restarts too), then, where systemd cannot say, nothing.
+    states = iter([(3, "activating\n", ""), (1, "", "Failed to connect to bus")])
     monkeypatch.setattr("ansible.module_utils.basic.AnsibleModule.run_command",
-                        lambda self, args, **kwargs: (1, "", ""))  # is-failed: no
+                        lambda self, args, **kwargs: next(states, (0, "active\n", "")))
     failed, result = run_module({"url": server.url, "wait_timeout": 10, "wait_interval": 0.1,
                                  "unit": "sglang-qwen.service"}, capsys)
     assert not failed, result["msg"]
@@ -146,7 +151,7 @@ def test_the_unit_s_run_is_named_by_systemd_s_invocation_id(start_double, capsys
     (systemd 252 in a lab container: a1041905b76d414788915dbd332d3a44), an empty line for a unit
     that is not running; without systemd (not the init system) it fails."""
     server = start_double()
-    answers = {"is-failed": (1, "", ""), "show": (0, "a1041905b76d414788915dbd332d3a44\n", "")}
+    answers = {"is-active": (0, "active\n", ""), "show": (0, "a1041905b76d414788915dbd332d3a44\n", "")}
     monkeypatch.setattr("ansible.module_utils.basic.AnsibleModule.run_command",
                         lambda self, args, **kwargs: answers[args[1]])
     failed, result = run_module({"url": server.url, "unit": "sglang-qwen-0.service"}, capsys)
