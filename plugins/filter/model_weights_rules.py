@@ -93,8 +93,8 @@ def model_rules(model, source, path_root, allow_floating_revision, require_lock)
 
 
 def model_weights_rules(models, source, path_root, allow_floating_revision, require_lock):
-    return [rule for model in models for rule in model_rules(model, source, path_root, allow_floating_revision,
-                                                                require_lock)]
+    return [rule for model in models
+            for rule in model_rules(model, source, path_root, allow_floating_revision, require_lock)]
 
 
 class FilterModule:

@@ -13,21 +13,21 @@ description:
   - Reads the files, Debian packages, systemd units and local fact record that a role manages,
     compares each with the wanted state given, and returns every difference as a sentence in
     RV(drift).
-  - One module run, one C(dpkg-query) and one C(systemctl show) at most: the roles of this
+  - One module run, one C(dpkg-query) and one C(systemctl show) at most. The roles of this
     collection call it first and run their install and configure phases only when RV(drift) is
     not empty, so that a host that is as wanted costs one remote execution per role.
   - First fails on any broken variable rule of O(rules), naming them all, so that one task checks
     a role's input and its host.
   - Never changes anything. What it does not read (a package's files, a unit's drop-ins the role
-    did not name) it cannot see: a role names everything it writes. Files are hashed whole: name
-    configuration files, not model weights.
+    did not name) it cannot see, so a role names everything it writes. Files are hashed whole, so
+    name configuration files, not model weights.
 options:
   rules:
     description:
       - The role's variable rules that its argument spec cannot express, each with the variable's
         name, its value, whether the rule holds (evaluated on the controller) and why.
       - When any rule is broken the module fails with one message naming every broken rule,
-        C(name = value: why), before it reads anything.
+        as C(name = value) and why, before it reads anything.
     type: list
     elements: dict
     default: []
@@ -37,7 +37,7 @@ options:
         type: str
         required: true
       value:
-        description: Its value as shown in the message (never a secret: show V((hidden)) instead).
+        description: Its value as shown in the message, never a secret (show V((hidden)) instead).
         type: raw
       rule:
         description: Whether the rule holds.
@@ -96,7 +96,7 @@ options:
       content:
         description:
           - The wanted content itself, instead of O(files[].checksum), for a file that holds a
-            secret (an API key, a token): never logged, and the returned RV(files) carry no
+            secret (an API key, a token). It is never logged, and the returned RV(files) carry no
             checksum of it.
         type: str
       src:
@@ -403,8 +403,8 @@ def unit_drift(spec, found):
     if spec.get("active") is not None and (found["active"] == "active") != spec["active"]:
         drift.append("unit %s: %s, wanted %s" % (name, found["active"], "active" if spec["active"] else "inactive"))
     if spec.get("enabled") is not None and (found["enabled"] in ENABLED_STATES) != spec["enabled"]:
-        drift.append("unit %s: %s at boot, wanted %s" % (name, found["enabled"] or "unknown",
-                                                          "enabled" if spec["enabled"] else "disabled"))
+        wanted = "enabled" if spec["enabled"] else "disabled"
+        drift.append("unit %s: %s at boot, wanted %s" % (name, found["enabled"] or "unknown", wanted))
     return drift
 
 

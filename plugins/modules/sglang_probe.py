@@ -53,7 +53,7 @@ options:
   servers:
     description:
       - Several servers to check in one module run (the replicas of a host, then its gateway),
-        each against the same expected settings: an entry's C(url) and C(unit) stand for O(url)
+        each against the same expected settings. An entry's C(url) and C(unit) stand for O(url)
         and O(unit), and O(url) is not used. Each may wait up to O(wait_timeout).
       - The module fails naming every server that does not answer or does not serve what was
         expected, after checking all of them.

@@ -1,7 +1,7 @@
 """The units role sglang_service RENDERS, checked against the REAL argument parsers of SGLang
 0.5.9, 0.5.14, 0.5.19, 0.5.21 and 0.5.23 (release wheels, no GPU needed).
 
-Real Ansible renders them: ansible-playbook runs the role's own preflight (variables, model
+Real Ansible renders them: ansible-playbook runs the role's own plan (tasks/plan.yml: the model
 directories, the filter sglang_speculative_plan) and then its unit template, for every release
 x configuration (the lab and production inventories' values as Ansible loads their group_vars,
 with and without the DDTree fallback, and each configuration of playbooks/tune.yml with the
@@ -69,17 +69,17 @@ PLAYBOOK = """
 
     - name: Check the configuration and render the unit, or record why the role refuses it
       block:
-        - name: Run the preflight of role sglang_service with the inventory's variables
+        - name: Run the plan of role sglang_service with the inventory's variables
           ansible.builtin.include_role:
             name: pro6000.inference.sglang_service
-            tasks_from: preflight.yml
+            tasks_from: plan.yml
             public: true
           when: tune_config is not defined
 
-        - name: Run the preflight of role sglang_service as playbooks/tasks/tune_config.yml calls it
+        - name: Run the plan of role sglang_service as playbooks/tasks/tune_config.yml calls it
           ansible.builtin.include_role:
             name: pro6000.inference.sglang_service
-            tasks_from: preflight.yml
+            tasks_from: plan.yml
             public: true
           vars: {tune_vars}
           when: tune_config is defined

@@ -21,7 +21,7 @@ build() {
   rm -f build/pro6000-inference-*.tar.gz
   ansible-galaxy collection build --force --output-path build/ . >/dev/null
   local tarball=build/pro6000-inference-$version.tar.gz recipe
-  recipe=$( { cat execution-environment.yml meta/execution-environment.yml meta/ee-bindep.txt
+  recipe=$( { cat execution-environment.yml meta/execution-environment.yml meta/ee-bindep.txt meta/ee-ansible.cfg
               docker image inspect -f '{{.Id}}' pro6000/ee-base:latest
               tar -xOzf "$tarball"; } | sha256sum | cut -c1-16)
   if [ "$(docker image inspect -f '{{ index .Config.Labels "pro6000.recipe" }}' "$image" 2>/dev/null)" = "$recipe" ]; then
@@ -43,6 +43,13 @@ check() {
   # shellcheck disable=SC2016  # expanded in the container
   docker run --rm -e ANSIBLE_NOCOLOR=1 -e MODULES="$modules" -e FILTERS="$filters" -e PLAYBOOKS="$playbooks" "$image" bash -ec '
     ansible --version | head -1
+    # The image'"'"'s own controller settings, read where a job brings no ansible.cfg.
+    settings=$(ansible-config dump --only-changed)
+    for setting in "ANSIBLE_PIPELINING(/etc/ansible/ansible.cfg) = True" \
+                   "DEFAULT_INTERNAL_POLL_INTERVAL(/etc/ansible/ansible.cfg) = 0.01"; do
+      grep -qF "$setting" <<<"$settings" || { echo "ansible-config does not show $setting: $settings" >&2; exit 1; }
+      echo "$setting: ok"
+    done
     for m in $MODULES; do
       ansible-doc "$m" | grep -q "^> MODULE $m" || { echo "ansible-doc $m does not render" >&2; exit 1; }
       echo "ansible-doc $m: ok"
