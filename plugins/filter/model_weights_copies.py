@@ -46,13 +46,13 @@ _value:
   elements: dict
 """
 
+from ansible_collections.pro6000.inference.plugins.module_utils._weights import marker_identity
+
 
 def model_weights_copies(models, root, source):
     return [{"path": "%s/%s" % (root.rstrip("/"), model["name"]),
-             "identity": {"source": model.get("source") or source, "repo_id": model.get("repo_id"),
-                          "revision": str(model["revision"]),
-                          "allow_patterns": sorted(model.get("allow_patterns") or []),
-                          "ignore_patterns": sorted(model.get("ignore_patterns") or [])}}
+             "identity": marker_identity(model.get("source") or source, model.get("repo_id"), model["revision"],
+                                         model.get("allow_patterns"), model.get("ignore_patterns"))}
             for model in models]
 
 

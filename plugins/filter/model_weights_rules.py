@@ -59,10 +59,9 @@ _value:
 
 import re
 
-from ansible_collections.pro6000.inference.plugins.module_utils._weights import check_repo_id, check_revision, passes
+from ansible_collections.pro6000.inference.plugins.module_utils._weights import COMMIT_RE, check_repo_id, check_revision, passes
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 
 
 def model_rules(model, source, path_root, allow_floating_revision, require_lock):

@@ -733,6 +733,24 @@ def read_json(path):
         return None
 
 
+def marker_identity(source, repo_id, revision, allow_patterns, ignore_patterns):
+    """What a staged copy's marker says it is a copy of: model_stage writes these keys into the
+    marker and keeps the copy only while they still hold."""
+    return {"source": source, "repo_id": repo_id, "revision": str(revision),
+            "allow_patterns": sorted(allow_patterns or []), "ignore_patterns": sorted(ignore_patterns or [])}
+
+
+def link_target(dest):
+    """The normalised path the link dest points at, relative links resolved against its directory."""
+    return os.path.normpath(os.path.join(os.path.dirname(dest), os.readlink(dest)))
+
+
+def copy_marker(copy):
+    """The marker of a verified copy (a mapping with its files), None for anything else."""
+    marker = read_json(os.path.join(copy, MARKER_NAME)) if os.path.isdir(copy) else None
+    return marker if isinstance(marker, dict) and isinstance(marker.get("files"), dict) else None
+
+
 def write_json_atomic(path, document, mode, move):
     """Replace path with document as JSON (module_utils/_files.py: durable, atomic, this mode)."""
     replace_file(path, (json.dumps(document, indent=1, sort_keys=True) + "\n").encode("utf-8"), mode, move)

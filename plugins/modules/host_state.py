@@ -263,7 +263,7 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.pro6000.inference.plugins.module_utils._weights import MARKER_NAME, quick_check, read_json
+from ansible_collections.pro6000.inference.plugins.module_utils._weights import copy_marker, link_target, quick_check
 
 FILE_TYPES = {"file": stat.S_ISREG, "directory": stat.S_ISDIR, "link": stat.S_ISLNK}
 # systemctl is-enabled answers with success for these (systemctl(1), is-enabled).
@@ -319,13 +319,13 @@ def file_drift(spec, found):
 
 
 def weights_drift(spec):
-    """model_stage's own check of the copy it keeps (ModelStage.current_copy, quick_check)."""
+    """model_stage's own check of the copy it keeps (Stager.current_copy, quick_check)."""
     path = spec["path"]
     if not os.path.islink(path):
         return ["weights %s: no staged copy (not a link)" % path]
-    target = os.path.normpath(os.path.join(os.path.dirname(path), os.readlink(path)))
-    marker = read_json(os.path.join(target, MARKER_NAME)) if os.path.dirname(target) == path + ".revs" else None
-    if not isinstance(marker, dict) or not isinstance(marker.get("files"), dict):
+    target = link_target(path)
+    marker = copy_marker(target) if os.path.dirname(target) == path + ".revs" else None
+    if marker is None:
         return ["weights %s: %s holds no verified copy" % (path, target)]
     drift = ["weights %s: %s is %s, wanted %s" % (path, key, json.dumps(marker.get(key)), json.dumps(wanted))
              for key, wanted in sorted(spec["identity"].items()) if canonical(marker.get(key)) != canonical(wanted)]

@@ -356,10 +356,10 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.pro6000.inference.plugins.module_utils._weights import (
     COMMIT_RE, JOURNAL_NAME, LINK_MODES, MARKER_NAME, SOURCE_SYMLINKS, STAGING_PREFIX, HttpSource, Journal,
     WeightsError, apply_ownership, apply_tree_ownership, check_against_lock, check_repo_id, check_revision, check_url,
-    copy_local, drafter_facts, file_digest, free_bytes, fsync_dir, human_bytes, is_regular, load_config, lock_files,
-    make_parents, manifest_bytes, mask_secrets, normalize_manifest, open_regular, outside_links, parallel_map,
-    parse_manifest_document, quick_check, read_json, resolve_source, switch_link, target_facts, transfer,
-    verify_files, write_json_atomic,
+    copy_local, copy_marker, drafter_facts, file_digest, free_bytes, fsync_dir, human_bytes, is_regular, link_target,
+    load_config, lock_files, make_parents, manifest_bytes, marker_identity, mask_secrets, normalize_manifest,
+    open_regular, outside_links, parallel_map, parse_manifest_document, quick_check, read_json, resolve_source,
+    switch_link, target_facts, transfer, verify_files, write_json_atomic,
 )
 from ansible_collections.pro6000.inference.plugins.module_utils._weights_hub import helper_environment, run_helper
 
@@ -383,13 +383,8 @@ class Stager:
         self.gid = grp.getgrnam(params["group"]).gr_gid
         self.dir_mode = int(params["dir_mode"], 8)
         self.file_mode = int(params["file_mode"], 8)
-        self.identity = {
-            "source": params["source"],
-            "repo_id": params["repo_id"],
-            "revision": params["revision"],
-            "allow_patterns": sorted(params["allow_patterns"]),
-            "ignore_patterns": sorted(params["ignore_patterns"]),
-        }
+        self.identity = marker_identity(params["source"], params["repo_id"], params["revision"],
+                                        params["allow_patterns"], params["ignore_patterns"])
         self.lock = None
         if params["lock"] is not None:
             self.lock = lock_files(params["lock"], params["repo_id"], params["revision"])
@@ -509,15 +504,11 @@ class Stager:
                                % (self.dest, self.revs))
         if not os.path.islink(self.dest):
             return None, None
-        target = os.path.normpath(os.path.join(os.path.dirname(self.dest), os.readlink(self.dest)))
-        if os.path.dirname(target) != self.revs or os.path.islink(target):
+        current = link_target(self.dest)
+        if os.path.dirname(current) != self.revs or os.path.islink(current):
             raise WeightsError("dest %s is a link to %s, not to a copy in %s: it is not managed by this module; "
-                               "remove it first" % (self.dest, target, self.revs))
-        current = target
-        marker = read_json(os.path.join(current, MARKER_NAME)) if os.path.isdir(current) else None
-        if not isinstance(marker, dict) or not isinstance(marker.get("files"), dict):
-            return current, None
-        return current, marker
+                               "remove it first" % (self.dest, current, self.revs))
+        return current, copy_marker(current)
 
     def same_identity(self, marker):
         return all(marker.get(key) == value for key, value in self.identity.items())
@@ -656,8 +647,8 @@ class Stager:
         """(directory, marker) of every verified copy in <dest>.revs."""
         for name in sorted(os.listdir(self.revs)):
             full = os.path.join(self.revs, name)
-            marker = read_json(os.path.join(full, MARKER_NAME)) if not name.startswith(".") else None
-            if os.path.isdir(full) and isinstance(marker, dict) and isinstance(marker.get("files"), dict):
+            marker = copy_marker(full) if not name.startswith(".") else None
+            if marker is not None:
                 yield full, marker
 
     def donors(self):
