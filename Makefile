@@ -80,8 +80,10 @@ clean:
 
 # The lab host is the Molecule `default` scenario's container, so the lab and that scenario
 # share one definition; the site itself runs exactly as users run it.
-# Molecule's create runs the scenario's prepare too, and each step only when it has not run yet.
+# Molecule's create runs the scenario's prepare too, and each step only when it has not run yet;
+# tests/scripts/lab-up.sh first starts a lab stopped by a restart, or clears a vanished one.
 lab: venv host image
+	tests/scripts/lab-up.sh
 	molecule create -s default
 	ansible-playbook -i inventories/lab site.yml -l pro6000
 
