@@ -529,3 +529,21 @@ def test_sse_comments_one_byte_per_packet_keep_time_and_memory_bounded(tmp_path)
     assert result is not None, err
     assert result["failed"] and ("failed: POST %s/v1/chat/completions: deadline reached while waiting for the answer"
                                  % hostile.url) in result["msg"]
+
+
+def test_a_metrics_page_of_short_lines_keeps_memory_to_its_bytes(tmp_path):
+    refused = "http://127.0.0.1:%d" % free_port()
+    _result, _err, baseline, _seconds = run_module_measured(
+        "sglang_bench", dict(HOSTILE, url=refused), tmp_path, MEASURED_MEMORY_LIMIT, 60)
+    # 24 MB of comment lines, as Prometheus's text format allows: a list of every line cost ~20
+    # times the page.
+    page = http_answer(b"# x\n" * (6 * 1024 * 1024), "text/plain")
+    answers = dict(preflight(), **{"/v1/chat/completions": chat_stream(1, 25), "/flush_cache": http_answer(b""),
+                                   "/metrics": page})
+    with HostileServer(answers) as hostile:
+        result, err, peak, _seconds = run_module_measured(
+            "sglang_bench", dict(HOSTILE, url=hostile.url, flush_cache=True), tmp_path, MEASURED_MEMORY_LIMIT, 60)
+    assert result is not None, err
+    assert "/metrics" in hostile.paths and result["result"]["counters"] is None
+    # Held as bytes: what was read and the answer's body copied out of it.
+    assert peak - baseline <= 3 * len(page) + 2 * 1024 * 1024, (peak - baseline, len(page))
