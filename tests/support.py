@@ -11,6 +11,8 @@ import pathlib
 import socket
 import subprocess
 import sys
+import threading
+import time
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 # What a time bound measured by a server on loopback (first connection in, last one closed by the
@@ -68,3 +70,145 @@ def run_main(main, args, capsys):
         with pytest.raises(SystemExit) as exit_info:
             main()
     return exit_info.value.code != 0, json.loads(capsys.readouterr().out)
+
+
+class Dribble:
+    """An answer a hostile server sends slowly: ``head`` at once, then ``unit`` over and over, one
+    byte per send, for ``seconds`` (issue 36, finding 3: one byte per packet). Sends are
+    ``spacing`` seconds apart, more than a client takes to read one, so that each read brings
+    one byte however busy the machine is."""
+
+    def __init__(self, head, unit, seconds, spacing=15e-6):
+        self.head, self.unit, self.seconds, self.spacing = head, unit, seconds, spacing
+
+
+class HostileServer:
+    """``with HostileServer(answers) as server:`` an HTTP server on a free loopback port
+    (``server.url``) that answers each request path with ``answers[path]``: bytes, the whole
+    answer written at once (status line included), or a Dribble; then it closes the connection.
+    It is an attacker, not a double of SGLang: what it sends is what a test scripts. It stops by
+    itself after ``lifetime`` seconds, whatever the client does; ``sent`` counts the bytes sent."""
+
+    def __init__(self, answers, lifetime=30.0):
+        self.answers = answers
+        self.sent = 0
+        self.paths = []
+        self.stop_at = None
+        self.lifetime = lifetime
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.listener.settimeout(0.1)
+        self.url = "http://127.0.0.1:%d" % self.listener.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.threads = []
+
+    def __enter__(self):
+        self.stop_at = time.perf_counter() + self.lifetime
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop_at = 0
+        self.thread.join(5)
+        for thread in self.threads:
+            thread.join(5)
+        self.listener.close()
+
+    def _serve(self):
+        while time.perf_counter() < self.stop_at:
+            try:
+                conn, _peer = self.listener.accept()
+            except OSError:
+                continue
+            thread = threading.Thread(target=self._answer, args=(conn,), daemon=True)
+            self.threads.append(thread)
+            thread.start()
+
+    def _answer(self, conn):
+        with conn:
+            conn.settimeout(2)
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            request = b""
+            try:
+                while b"\r\n\r\n" not in request:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    request += data
+                path = request.split(b" ", 2)[1].decode("latin-1")
+                self.paths.append(path)
+                answer = self.answers.get(path, b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                if isinstance(answer, bytes):
+                    conn.sendall(answer)
+                    self.sent += len(answer)
+                    return
+                conn.sendall(answer.head)
+                self.sent += len(answer.head)
+                end = min(time.perf_counter() + answer.seconds, self.stop_at)
+                # The pattern one byte per send, sends at least ``answer.spacing`` seconds apart.
+                pattern = memoryview(answer.unit * (4096 // len(answer.unit) or 1))
+                clock = time.perf_counter
+                due = clock()
+                while due < end:
+                    for index in range(len(pattern)):
+                        while clock() < due:
+                            pass  # a sleep would last far longer than the spacing
+                        self.sent += conn.send(pattern[index:index + 1])
+                        due = clock() + answer.spacing
+            except OSError:
+                return  # the client hung up
+
+
+# Runs a module (argv[3:]) with its address space limited to argv[1] bytes and writes its peak
+# resident memory (bytes) and its run time, interpreter start-up excluded, to the file argv[2].
+# The peak is the kernel's VmHWM of the process's own memory: getrusage's ru_maxrss would keep
+# the forking parent's (pytest's) size across the exec.
+_MEASURED = """
+import atexit, re, resource, runpy, sys, time
+limit = int(sys.argv[1])
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+report, started = sys.argv[2], time.perf_counter()
+def measured():
+    with open("/proc/self/status") as status:
+        peak = int(re.search(r"VmHWM:\\s+(\\d+) kB", status.read()).group(1)) * 1024
+    with open(report, "w") as out:
+        out.write("%d %f" % (peak, time.perf_counter() - started))
+atexit.register(measured)
+sys.argv = sys.argv[3:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def run_module_measured(name, args, workdir, memory_limit, timeout):
+    """Run the collection's module ``name`` as run_module_file does, its address space capped at
+    ``memory_limit`` bytes and its run at ``timeout`` seconds (subprocess.TimeoutExpired);
+    returns (result or None where it printed no JSON, stderr, peak RSS in bytes, seconds)."""
+    workdir = pathlib.Path(workdir)
+    args_file, report = workdir / "args.json", workdir / "measured"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT / "collections"))
+    done = subprocess.run([sys.executable, "-c", _MEASURED, str(memory_limit), str(report),
+                           str(REPO_ROOT / "plugins" / "modules" / f"{name}.py"), str(args_file)],
+                          env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    try:
+        result = json.loads(done.stdout)
+    except ValueError:
+        result = None
+    peak, seconds = report.read_text().split()
+    return result, done.stderr, int(peak), float(seconds)
+
+
+def http_answer(body, content_type="application/json"):
+    """The bytes of a whole HTTP/1.1 answer 200 carrying ``body`` (bytes, or a JSON document)."""
+    if not isinstance(body, bytes):
+        body = json.dumps(body).encode()
+    return b"HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (
+        content_type.encode(), len(body), body)
+
+
+# JSON nested 100,000 deep: json.loads raises RecursionError on it, not ValueError.
+DEEP_JSON = b"[" * 100000 + b"]" * 100000
+# The address space of a measured module run: a broken memory bound fails the test with a
+# MemoryError instead of filling a shared machine.
+MEASURED_MEMORY_LIMIT = 1024 ** 3

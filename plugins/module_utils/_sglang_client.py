@@ -12,13 +12,17 @@ options bound its whole run, retries included.
 
 Whatever a server sends, a request ends in a result or an SGLangError naming the URL (never its
 credentials): answers are capped (RESPONSE_LIMIT each, RUN_LIMIT for all answers of one
-run_requests call, EVENT_LIMIT for one server-sent event), malformed framing and JSON of an
-unexpected shape are errors, not exceptions of the parser.
+run_requests call, EVENT_LIMIT for one server-sent event), malformed framing, JSON nested too deep
+and JSON of an unexpected shape are errors, not exceptions of the parser. Memory stays within a
+fixed multiple of those caps however the server splits its answer into packets (an answer is one
+buffer, not one object per read), and decoding after the run is linear and stops at the deadline.
 """
 
 from __future__ import annotations
 
+import array
 import base64
+import bisect
 import ipaddress
 import json
 import math
@@ -50,7 +54,16 @@ HEAD_LIMIT = 65536
 RESPONSE_LIMIT = 64 * 1024 * 1024
 RUN_LIMIT = 1024 * 1024 * 1024
 EVENT_LIMIT = 1024 * 1024
+# Reads that bring a line end are stamped (16 bytes each): the only reads whose time an event can
+# carry. A server sending one newline per packet would otherwise cost 16 bytes per byte; SGLang's
+# events are hundreds of bytes, so one stamp per 64 bytes of the caps is far more than it needs.
+STAMP_LIMIT = RESPONSE_LIMIT // 64
+RUN_STAMP_LIMIT = RUN_LIMIT // 64
 RUN_LIMIT_MESSAGE = "the answers of this call are longer than %d bytes in all (the client's limit)"
+RUN_STAMP_MESSAGE = "the answers of this call came in more than %d pieces with line ends in all (the client's limit)"
+# Decoding after the run looks at the clock once per this many chunks or events.
+DEADLINE_CHECK_EVERY = 4096
+DECODE_DEADLINE_MESSAGE = "deadline reached while decoding the answer"
 HEX_SIZE_RE = re.compile(rb"^[0-9A-Fa-f]{1,15}$")
 # The user:password@ part of a URL, wherever a URL is quoted.
 CREDENTIALS_RE = re.compile(r"(?<=//)[^/?#\s]*@")
@@ -76,7 +89,7 @@ class Response:
         """Decode the body as JSON (of type ``expect`` when given); SGLangError naming the request
         and the status when it is not JSON or not of that type."""
         try:
-            value = json.loads(self.body)
+            value = loads(self.body)
         except ValueError as exc:
             raise SGLangError("%s: HTTP %d: body is not JSON (%s): %r" % (self.request, self.status, exc,
                                                                           self.body[:200]))
@@ -90,35 +103,63 @@ class Response:
 
 
 class StreamCapture:
-    """What arrived for one request: reads with their perf_counter stamps.
+    """What arrived for one request: its bytes, and the perf_counter stamps of the reads.
 
-    While the request runs ``reads`` holds the raw bytes off the socket; afterwards
-    ``decode_capture`` turns them into the body's pieces (still stamped) and sets ``status``
+    While the request runs ``data`` holds the raw bytes off the socket, ``line_ends`` the offset
+    in ``data`` where each read that brought a line end ended and ``line_stamps`` its stamp,
+    ``last_stamp`` the stamp of the last read; afterwards ``decode_capture`` leaves the body in
+    ``data`` (``line_ends`` then count from ``stamp_base`` bytes before it) and sets ``status``
     and ``error`` (transport failures only); ``failure()`` adds an HTTP error status.
     """
 
-    __slots__ = ("index", "t_send", "t_end", "status", "reads", "error", "head_len", "chunked", "complete")
+    __slots__ = ("index", "t_send", "t_end", "status", "data", "line_ends", "line_stamps", "last_stamp",
+                 "stamp_base", "error", "head_len", "chunked", "complete")
 
     def __init__(self, t_send, index=None):
         self.index = index
         self.t_send = t_send
         self.t_end = None
         self.status = None
-        self.reads = []
+        self.data = bytearray()
+        self.line_ends = array.array("q")
+        self.line_stamps = array.array("d")
+        self.last_stamp = None
+        self.stamp_base = 0
         self.error = None
         self.head_len = None
         self.chunked = False
         self.complete = False
 
+    def receive(self, stamp, data):
+        """Keep one read: its bytes, and its stamp where it brought a line end."""
+        self.data += data
+        if b"\n" in data:
+            self.line_ends.append(len(self.data))
+            self.line_stamps.append(stamp)
+        self.last_stamp = stamp
+
+    def stamp_at(self, offset):
+        """The stamp of the read that brought the byte at ``offset`` of ``data`` (a line end)."""
+        index = bisect.bisect_right(self.line_ends, offset + self.stamp_base)
+        return self.line_stamps[index] if index < len(self.line_stamps) else self.last_stamp
+
     @property
     def body(self):
-        return b"".join(piece for _stamp, piece in self.reads)
+        return bytes(self.data)
 
     def failure(self):
         """Why this request failed (transport or HTTP status other than 200), or None."""
         if self.error is None and self.status != 200:
             return "HTTP %s: %s" % (self.status, self.body[:300].decode("utf-8", "replace").strip())
         return self.error
+
+
+def loads(text):
+    """json.loads, with JSON nested too deep for the parser a ValueError like any malformed JSON."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deep")
 
 
 def json_type(kind):
@@ -369,7 +410,8 @@ def _describe(exc, timeout):
 class _Exchange:
     """Engine state of one request in flight on one worker's connection."""
 
-    __slots__ = ("worker", "connection", "sock", "capture", "remaining", "tail", "close", "last_io", "received")
+    __slots__ = ("worker", "connection", "sock", "capture", "remaining", "tail", "close", "last_io", "received",
+                 "head_scanned")
 
     def __init__(self, worker, connection, capture):
         self.worker = worker
@@ -381,104 +423,102 @@ class _Exchange:
         self.close = False
         self.last_io = capture.t_send
         self.received = 0
+        self.head_scanned = 0  # bytes of the head already searched for its end
 
 
 def _read_head(exchange):
     """Once the status line and headers are in, note how the body ends; True when it has."""
     capture = exchange.capture
-    raw = b"".join(piece for _stamp, piece in capture.reads)
-    end = raw.find(b"\r\n\r\n")
+    raw = capture.data
+    # Only what came since the last search (and 3 bytes before it), however small the reads.
+    end = raw.find(b"\r\n\r\n", max(0, exchange.head_scanned - 3))
+    exchange.head_scanned = len(raw)
     if end < 0:
         if len(raw) > HEAD_LIMIT:
             raise ValueError("response headers longer than %d bytes" % HEAD_LIMIT)
         return False
-    lines = raw[:end].decode("latin-1").split("\r\n")
+    lines = bytes(raw[:end]).decode("latin-1").split("\r\n")
     version, status = lines[0].split(" ", 2)[:2]
     capture.status = int(status)
     capture.head_len = end + 4
     headers = dict((name.strip().lower(), value.strip()) for name, _sep, value in
                    (line.partition(":") for line in lines[1:]))
-    body = raw[end + 4:]
+    body_tail = bytes(raw[max(end + 4, len(raw) - 7):])  # where a chunked body's end would be
     exchange.close = version == "HTTP/1.0" or headers.get("connection", "").lower() == "close"
     if "chunked" in headers.get("transfer-encoding", "").lower():
         capture.chunked = True
-        exchange.tail = (b"\r\n" + body)[-7:]
+        exchange.tail = (b"\r\n" + body_tail)[-7:]
         return exchange.tail == CHUNKED_END
     if "content-length" in headers:
         length = int(headers["content-length"])
         if length < 0 or length > RESPONSE_LIMIT:
             raise ValueError("Content-Length %d is outside 0 to %d bytes (the client's limit)" % (length, RESPONSE_LIMIT))
-        exchange.remaining = length - len(body)
+        exchange.remaining = length - (len(raw) - end - 4)
         return exchange.remaining <= 0
     exchange.close = True  # the body ends when the server closes the connection
     return False
 
 
-def _dechunk(pieces):
-    """Undo chunked transfer coding, keeping each piece's stamp; returns (pieces, complete)."""
-    out = []
-    need = 0  # data bytes left in the current chunk
-    skip = 0  # CRLF bytes left after a chunk's data
-    pending = b""
-    for stamp, data in pieces:
-        if pending:
-            data = pending + data
-            pending = b""
-        pos = 0
-        size = len(data)
-        while pos < size:
-            if need:
-                piece = data[pos:pos + need]
-                out.append((stamp, piece))
-                need -= len(piece)
-                pos += len(piece)
-                if not need:
-                    skip = 2
-            elif skip:
-                step = min(skip, size - pos)
-                skip -= step
-                pos += step
-            else:
-                end = data.find(b"\r\n", pos)
-                if end < 0:
-                    pending = data[pos:]
-                    break
-                size_field = data[pos:end].split(b";", 1)[0].strip()
-                if not HEX_SIZE_RE.match(size_field):
-                    # int(x, 16) would also take "-1", "0x10" and "1_0"; HTTP/1.1 allows hex digits only.
-                    raise SGLangError("malformed chunked body: chunk size %r is not hexadecimal" % size_field[:40])
-                length = int(size_field, 16)
-                pos = end + 2
-                if not length:
-                    return out, True
-                need = length
-    return out, False
+def _dechunk(data, ends, deadline=None, base=0):
+    """Undo chunked transfer coding: (body, ``ends`` (offsets counted from ``base`` bytes before
+    ``data``) as offsets in the body, complete). SGLangError for a malformed chunk size or the
+    deadline passed. Linear in the chunks and the stamps, whatever their sizes."""
+    body = bytearray()
+    mapped = array.array("q")
+    index, count = 0, len(ends)
+    pos, size, steps, complete = 0, len(data), 0, False
+    while True:
+        end = data.find(b"\r\n", pos)
+        if end < 0:
+            break
+        size_field = bytes(data[pos:end]).split(b";", 1)[0].strip()
+        if not HEX_SIZE_RE.match(size_field):
+            # int(x, 16) would also take "-1", "0x10" and "1_0"; HTTP/1.1 allows hex digits only.
+            raise SGLangError("malformed chunked body: chunk size %r is not hexadecimal" % size_field[:40])
+        length = int(size_field, 16)
+        if not length:
+            complete = True
+            break
+        start = end + 2
+        stop = min(start + length, size)
+        # A read that ended in this chunk's framing or data: what the body held at that byte.
+        while index < count and ends[index] - base <= stop:
+            mapped.append(len(body) + max(0, ends[index] - base - start))
+            index += 1
+            steps += 1
+            if deadline is not None and not steps % DEADLINE_CHECK_EVERY and time.perf_counter() >= deadline:
+                raise SGLangError(DECODE_DEADLINE_MESSAGE)
+        body += data[start:stop]
+        pos = stop + 2  # the CRLF after the chunk's data
+        steps += 1
+        if deadline is not None and not steps % DEADLINE_CHECK_EVERY and time.perf_counter() >= deadline:
+            raise SGLangError(DECODE_DEADLINE_MESSAGE)
+    mapped.extend(array.array("q", [len(body)]) * (count - index))
+    return body, mapped, complete
 
 
-def decode_capture(capture):
-    """Turn the raw reads of a finished request into stamped body pieces, status and error."""
-    raw = capture.reads
+def decode_capture(capture, deadline=None):
+    """Turn the raw bytes of a finished request into its body (stamps kept), status and error;
+    decoding stops with an error at ``deadline``."""
+    data = capture.data
     if capture.head_len is None:
-        capture.reads = []
+        capture.data = bytearray()
+        capture.line_ends, capture.line_stamps = array.array("q"), array.array("d")
         if capture.error is None:
             capture.error = "server closed the connection without a response"
         return capture
-    body = []
-    skip = capture.head_len
-    for stamp, data in raw:
-        if skip >= len(data):
-            skip -= len(data)
-            continue
-        body.append((stamp, data[skip:] if skip else data))
-        skip = 0
+    # The body starts head_len bytes into what was read: the stamps' offsets count from there.
+    capture.stamp_base = capture.head_len
+    del data[:capture.head_len]
     if capture.chunked:
         try:
-            body, ended = _dechunk(body)
+            data, capture.line_ends, ended = _dechunk(data, capture.line_ends, deadline, capture.head_len)
+            capture.stamp_base = 0
         except SGLangError as exc:
-            body, ended = [], False
+            data, ended = bytearray(), False
             capture.error = capture.error or str(exc)
         capture.complete = capture.complete and ended
-    capture.reads = body
+    capture.data = data
     if capture.error is None and not capture.complete:
         capture.error = "stream truncated: connection closed mid-response"
     return capture
@@ -559,7 +599,7 @@ def run_requests(client, workers, per_worker, request_for, timeout=None, deadlin
         except (OSError, ValueError) as exc:
             connection.close()
             open_failures[worker] = _describe(exc, wait)
-    received = [0]  # bytes of every answer of this call, against RUN_LIMIT
+    received = [0, 0]  # bytes and stamped reads of every answer of this call, against the run's caps
     start = perf_counter()
     next_check = start + IDLE_CHECK_S
     # (due time, worker) of the open-loop requests not sent yet, earliest last.
@@ -582,8 +622,9 @@ def run_requests(client, workers, per_worker, request_for, timeout=None, deadlin
                 if deadline is not None and exchange.capture.t_send >= deadline:
                     finish(exchange, exchange.capture.t_send, "deadline reached before the request was sent")
                     continue
-                if received[0] > RUN_LIMIT:
-                    finish(exchange, exchange.capture.t_send, RUN_LIMIT_MESSAGE % RUN_LIMIT)
+                if received[0] > RUN_LIMIT or received[1] > RUN_STAMP_LIMIT:
+                    finish(exchange, exchange.capture.t_send, RUN_LIMIT_MESSAGE % RUN_LIMIT if received[0] > RUN_LIMIT
+                           else RUN_STAMP_MESSAGE % RUN_STAMP_LIMIT)
                     continue
                 try:
                     exchange.sock = send(exchange, index)
@@ -618,20 +659,28 @@ def run_requests(client, workers, per_worker, request_for, timeout=None, deadlin
                         and not capture.chunked and exchange.remaining is None
                     finish(exchange, now)
                     continue
-                capture.reads.append((now, data))
+                stamps = len(capture.line_ends)
+                capture.receive(now, data)
                 exchange.last_io = now
                 while getattr(sock, "pending", None) and sock.pending():
                     more = sock.recv(READ_SIZE)
-                    capture.reads.append((now, more))
+                    capture.receive(now, more)
                     data += more
                 exchange.received += len(data)
                 received[0] += len(data)
+                received[1] += len(capture.line_ends) - stamps
                 if exchange.received > RESPONSE_LIMIT:
                     finish(exchange, now, "the answer is longer than %d bytes (the client's limit)" % RESPONSE_LIMIT)
                     continue
-                if received[0] > RUN_LIMIT:
+                if len(capture.line_ends) > STAMP_LIMIT:
+                    finish(exchange, now, "the answer came in more than %d pieces with line ends (the client's "
+                                          "limit)" % STAMP_LIMIT)
+                    continue
+                if received[0] > RUN_LIMIT or received[1] > RUN_STAMP_LIMIT:
+                    message = RUN_LIMIT_MESSAGE % RUN_LIMIT if received[0] > RUN_LIMIT \
+                        else RUN_STAMP_MESSAGE % RUN_STAMP_LIMIT
                     for other in list(active.values()):
-                        finish(other, now, RUN_LIMIT_MESSAGE % RUN_LIMIT)
+                        finish(other, now, message)
                     continue
                 if capture.head_len is None:
                     try:
@@ -667,7 +716,7 @@ def run_requests(client, workers, per_worker, request_for, timeout=None, deadlin
         for connection in connections:
             connection.close()
     wall = (max(c.t_end for c in finished) - start) if finished else 0.0
-    return [decode_capture(capture) for capture in finished], wall
+    return [decode_capture(capture, deadline) for capture in finished], wall
 
 
 # How a stream's decode speed got its first event's token count.
@@ -752,44 +801,41 @@ class StreamResult:
         return found
 
 
-def iter_sse_events(reads):
-    """Yield (stamp, data string) per SSE event from stamped reads; comment lines are skipped.
+# A data line of an event ("data:" and its value, up to the line end) and a blank line, which
+# ends an event: found by the regular expression engine, so that comments, other fields and
+# blank lines cost no Python step however many a server sends.
+SSE_DATA_LINE_RE = re.compile(rb"^data:([^\n]*)(\n?)", re.M)
+SSE_BLANK_LINE_RE = re.compile(rb"\n\r?\n")
 
-    Each event carries the stamp of the read that completed its last data line. An event (or a
-    line) longer than EVENT_LIMIT raises SGLangError: no SGLang event comes near it.
+
+def iter_sse_events(capture, deadline=None):
+    """Yield (stamp, data string) per SSE event of a decoded capture; comment lines are skipped.
+
+    Each event carries the stamp of the read that completed its last data line. An event longer
+    than EVENT_LIMIT raises SGLangError (no SGLang event comes near it), and so does the
+    deadline passing. One pass over the body, never joining it again, whatever its reads were.
     """
-    pending = b""
+    body = capture.data
     data_lines = []
     size = 0
     stamp = None
-    for t, chunk in reads:
-        if pending:
-            chunk = pending + chunk
-        lines = chunk.split(b"\n")
-        pending = lines.pop()
-        if len(pending) > EVENT_LIMIT:
-            raise SGLangError("a server-sent event line is longer than %d bytes (the client's limit)" % EVENT_LIMIT)
-        for line in lines:
-            if line.endswith(b"\r"):
-                line = line[:-1]
-            if not line:
-                if data_lines:
-                    yield stamp, b"\n".join(data_lines).decode("utf-8", "replace")
-                    data_lines = []
-                    size = 0
-                continue
-            if line.startswith(b"data:"):
-                value = line[5:]
-                data_lines.append(value[1:] if value.startswith(b" ") else value)
-                size += len(value)
-                if size > EVENT_LIMIT:
-                    raise SGLangError("a server-sent event is longer than %d bytes (the client's limit)" % EVENT_LIMIT)
-                stamp = t
-            # ":" comments and event:/id:/retry: fields carry nothing the benchmark needs.
-    if pending.startswith(b"data:"):
-        value = pending[5:]
+    line_end = 0  # where the last data line ended
+    for number, match in enumerate(SSE_DATA_LINE_RE.finditer(body), 1):
+        if data_lines and SSE_BLANK_LINE_RE.search(body, line_end, match.start()):
+            yield stamp, b"\n".join(data_lines).decode("utf-8", "replace")
+            data_lines = []
+            size = 0
+        if deadline is not None and not number % DEADLINE_CHECK_EVERY and time.perf_counter() >= deadline:
+            raise SGLangError(DECODE_DEADLINE_MESSAGE)
+        value = match.group(1)
+        if value.endswith(b"\r"):
+            value = value[:-1]
+        size += len(value)
+        if size > EVENT_LIMIT:
+            raise SGLangError("a server-sent event is longer than %d bytes (the client's limit)" % EVENT_LIMIT)
         data_lines.append(value[1:] if value.startswith(b" ") else value)
-        stamp = reads[-1][0]
+        line_end = match.end() - 1 if match.group(2) else match.end()
+        stamp = capture.stamp_at(line_end) if match.group(2) else capture.last_stamp
     if data_lines:
         yield stamp, b"\n".join(data_lines).decode("utf-8", "replace")
 
@@ -805,12 +851,14 @@ def _error_text(event):
     return str(error)
 
 
-def parse_stream(capture):
+def parse_stream(capture, max_tokens=None, deadline=None):
     """Turn a StreamCapture into a StreamResult (OpenAI chunks and native /generate events).
 
     Content chunks are those with text (``delta.content``, ``delta.reasoning_content``,
     ``text``); role-only deltas, finish-only and usage-only chunks are not content. Token
-    counts come from the server: ``usage.completion_tokens`` or ``meta_info.completion_tokens``.
+    counts come from the server: ``usage.completion_tokens`` or ``meta_info.completion_tokens``,
+    never more than ``max_tokens`` (what was asked) when given, nor more than COUNT_LIMIT.
+    Parsing stops at the first error and at ``deadline``.
     """
     result = StreamResult()
     result.status = capture.status
@@ -818,9 +866,10 @@ def parse_stream(capture):
     result.t_end = capture.t_end
     error = capture.failure()
     try:
-        error = _read_events(capture, result, error)
+        event_error = _read_events(capture, result, max_tokens, deadline)
     except SGLangError as exc:
-        error = error or str(exc)
+        event_error = str(exc)
+    error = error or event_error
     if not result.counts_per_chunk:
         result.n_first = None
     if error is None and not result.done:
@@ -832,35 +881,49 @@ def parse_stream(capture):
     return result
 
 
-def _token_count(value, name):
-    """A count the server reports: an integer (not a boolean) or None; TypeError otherwise."""
-    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+# The most a server may report for a count it was not asked to bound (prompt tokens, verify steps):
+# far beyond any context length, far below what would overflow a float or fill the memory.
+COUNT_LIMIT = 2 ** 31 - 1
+
+
+def token_count(value, name, most=None):
+    """A count the server reports: an integer (not a boolean) from 0 to ``most`` (COUNT_LIMIT by
+    default) or None; TypeError otherwise, ValueError naming the bound beyond it."""
+    if value is None:
         return value
-    raise TypeError("%s %r is not a count" % (name, value))
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise TypeError("%s %r is not a count" % (name, value))
+    most = COUNT_LIMIT if most is None else most
+    if value > most:
+        raise ValueError("%s %d is more than the %d %s" % (
+            name, value, most, "tokens asked" if most < COUNT_LIMIT else "the client takes"))
+    return value
 
 
-def _read_events(capture, result, error):
-    """Fold the events of ``capture`` into ``result``; returns the first error (or ``error``)."""
+def _read_events(capture, result, max_tokens=None, deadline=None):
+    """Fold the events of ``capture`` into ``result`` up to the first error, which it returns."""
     previous_count = 0
     count_at_last_content = None
-    for stamp, data in iter_sse_events(capture.reads):
+    for stamp, data in iter_sse_events(capture, deadline):
         try:
             event_error, previous_count, count_at_last_content = _read_event(
-                data, stamp, result, previous_count, count_at_last_content)
+                data, stamp, result, previous_count, count_at_last_content, max_tokens)
         except (AttributeError, TypeError, ValueError) as exc:
-            # A field of another JSON type than SGLang sends (a list for an object, text for a count).
+            # A field of another JSON type than SGLang sends (a list for an object, text for a
+            # count), or a count beyond what was asked.
             event_error = "unexpected event (%s): %r" % (exc, data[:200])
-        error = error or event_error
-    return error
+        if event_error is not None:
+            return event_error
+    return None
 
 
-def _read_event(data, stamp, result, previous_count, count_at_last_content):
+def _read_event(data, stamp, result, previous_count, count_at_last_content, max_tokens=None):
     """One event into ``result``: (its error or None, previous count, count at the last content)."""
     if data == "[DONE]":
         result.done = True
         return None, previous_count, count_at_last_content
     try:
-        event = json.loads(data)
+        event = loads(data)
     except ValueError:
         return "malformed event: %r" % data[:200], previous_count, count_at_last_content
     if not isinstance(event, dict):
@@ -880,15 +943,15 @@ def _read_event(data, stamp, result, previous_count, count_at_last_content):
                 result.finish_reason = choice["finish_reason"]
     usage = event.get("usage")
     if usage:
-        count = _token_count(usage.get("completion_tokens"), "usage.completion_tokens")
-        result.prompt_tokens = _token_count(usage.get("prompt_tokens", result.prompt_tokens), "usage.prompt_tokens")
+        count = token_count(usage.get("completion_tokens"), "usage.completion_tokens", max_tokens)
+        result.prompt_tokens = token_count(usage.get("prompt_tokens", result.prompt_tokens), "usage.prompt_tokens")
     meta = event.get("meta_info")
     if meta:
-        count = _token_count(meta.get("completion_tokens", count), "meta_info.completion_tokens")
-        result.prompt_tokens = _token_count(meta.get("prompt_tokens", result.prompt_tokens),
-                                            "meta_info.prompt_tokens")
-        result.spec_verify_ct = _token_count(meta.get("spec_verify_ct", result.spec_verify_ct),
-                                             "meta_info.spec_verify_ct")
+        count = token_count(meta.get("completion_tokens", count), "meta_info.completion_tokens", max_tokens)
+        result.prompt_tokens = token_count(meta.get("prompt_tokens", result.prompt_tokens),
+                                           "meta_info.prompt_tokens")
+        result.spec_verify_ct = token_count(meta.get("spec_verify_ct", result.spec_verify_ct),
+                                            "meta_info.spec_verify_ct")
         finish = meta.get("finish_reason")
         if isinstance(finish, dict):
             finish = finish.get("type")

@@ -67,7 +67,8 @@ options:
       - Upper bound in seconds on the whole run, preflight, retries, cache flush and every read
         of C(/metrics) and C(/server_info) included; the module returns by then whatever the
         server does. Phases not started by then are skipped and requests still running are cut
-        off and counted as failed, which fails the run.
+        off and counted as failed, which fails the run; so are answers whose decoding after
+        their phase is not done by then.
       - Must be positive, at most 86400 (a day).
     type: float
     default: 180
@@ -224,6 +225,10 @@ attributes:
         measured. O(result_path) is not written."
 notes:
   - Uses the Python standard library only; nothing needs to be installed on the target.
+  - "Whatever a server sends, the module's memory stays within a fixed multiple of the client's
+    caps (64 MiB per answer, 1 GiB per phase) however small its packets, JSON nested too deep
+    fails naming the endpoint, and a request whose server reports more tokens (or verify steps)
+    than O(max_tokens) or O(acceptance_max_tokens) asked fails."
   - The client stamps each read with C(time.perf_counter()) and parses after each stream ends,
     with one connection per worker, so that it is not the bottleneck; the achieved concurrency
     of each level shows whether it was.
@@ -302,7 +307,9 @@ records_file:
 
 import datetime
 import json
+import math
 import random
+import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -315,11 +322,13 @@ from ansible_collections.pro6000.inference.plugins.module_utils._sglang_client i
     SGLangError,
     check_bounds,
     fetch_server_info,
+    loads,
     model_cards,
     parse_stream,
     run_requests,
     speculative_settings,
     summarise,
+    token_count,
     url_credentials,
 )
 
@@ -341,6 +350,7 @@ PROMPTS = (
 )
 
 METRIC_GENERATION_TOKENS = "sglang:generation_tokens_total"
+METRIC_LINE_RE = re.compile(rb"^" + re.escape(METRIC_GENERATION_TOKENS.encode()) + rb"[^\n]*", re.M)
 
 # (least, most, unit) of each numeric option, checked before any request. The most values keep
 # a run within what one host's client can hold (one connection per worker, every answer kept
@@ -433,6 +443,16 @@ def decode_method(results):
     return methods.pop() if len(methods) == 1 else ("mixed" if methods else None)
 
 
+def parse_chats(client, captures, max_tokens, deadline):
+    """The chat streams of ``captures`` parsed, each error naming the endpoint; a count beyond
+    ``max_tokens`` (what was asked) is one, and parsing ends by the run's deadline."""
+    results = [parse_stream(capture, max_tokens, deadline.at) for capture in captures]
+    for result in results:
+        if result.error is not None:
+            result.error = "POST %s: %s" % (client.url("/v1/chat/completions"), result.error)
+    return results
+
+
 def stream_level(client, model, workers, per_worker, max_tokens, deadline, request_timeout, prompts=PROMPTS,
                  thinking=False):
     """``workers`` streams released together, each sending ``per_worker`` requests in turn."""
@@ -440,7 +460,7 @@ def stream_level(client, model, workers, per_worker, max_tokens, deadline, reque
         client, workers, per_worker,
         lambda index: ("POST", "/v1/chat/completions", chat_payload(model, index, max_tokens, prompts, thinking)),
         timeout=request_timeout, deadline=deadline.at)
-    return [parse_stream(capture) for capture in captures], wall
+    return parse_chats(client, captures, max_tokens, deadline), wall
 
 
 def level_summary(phase, concurrency, results, wall, max_tokens, objectives=(None, None, None)):
@@ -495,7 +515,7 @@ def open_loop_level(client, model, params, rate, deadline, prompts, objectives):
         lambda index: ("POST", "/v1/chat/completions",
                        chat_payload(model, index, params["max_tokens"], prompts, params["thinking"])),
         timeout=params["request_timeout"], deadline=deadline.at, arrivals=offsets)
-    results = [parse_stream(capture) for capture in captures]
+    results = parse_chats(client, captures, params["max_tokens"], deadline)
     level = level_summary("open_loop", None, results, wall, params["max_tokens"], objectives)
     level.update(request_rate=rate, arrivals_s=round(offsets[-1], 4))
     return level, results
@@ -571,35 +591,42 @@ def read_generation_tokens(client, deadline):
     if response.status != 200:
         return None
     total = None
-    for line in response.body.decode("utf-8", "replace").splitlines():
-        if line.startswith(METRIC_GENERATION_TOKENS):
-            name = line.split("{", 1)[0].split(" ", 1)[0]
-            if name == METRIC_GENERATION_TOKENS:
-                try:
-                    total = (total or 0.0) + float(line.rsplit(" ", 1)[1])
-                except (IndexError, ValueError):
-                    raise SGLangError("GET %s: malformed sample: %r" % (client.url("/metrics"), line[:200]))
+    # Only the metric's own lines are looked at, never a list of every line of the page.
+    for match in METRIC_LINE_RE.finditer(response.body):
+        line = match.group(0).decode("utf-8", "replace").rstrip("\r")
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name == METRIC_GENERATION_TOKENS:
+            try:
+                total = (total or 0.0) + float(line.rsplit(" ", 1)[1])
+            except (IndexError, ValueError):
+                raise SGLangError("GET %s: malformed sample: %r" % (client.url("/metrics"), line[:200]))
+            if not math.isfinite(total):
+                raise SGLangError("GET %s: %s is not a finite number" % (client.url("/metrics"), METRIC_GENERATION_TOKENS))
     return total
 
 
-def acceptance_answer(capture):
-    """completion_tokens and spec_verify_ct of one /generate answer, or its error."""
+def acceptance_answer(client, capture, max_tokens):
+    """completion_tokens and spec_verify_ct of one /generate answer, or its error naming the
+    endpoint; neither count may exceed ``max_tokens`` (what was asked)."""
+    where = "POST %s" % client.url("/generate")
     if capture.failure():
-        return {"error": capture.failure()}
+        return {"error": "%s: %s" % (where, capture.failure())}
     try:
-        body = json.loads(capture.body)
+        body = loads(capture.body)
     except ValueError as exc:
-        return {"error": "/generate answer is not JSON: %s" % exc}
+        return {"error": "%s: the answer is not JSON: %s" % (where, exc)}
     if isinstance(body, list):
         body = body[0] if body else {}
     meta = (body.get("meta_info") or {}) if isinstance(body, dict) else None
-    counts = dict((name, meta.get(name)) for name in ("completion_tokens", "spec_verify_ct")) \
-        if isinstance(meta, dict) else {}
-    if not counts or not all(value is None or (isinstance(value, int) and not isinstance(value, bool))
-                             for value in counts.values()):
+    if not isinstance(meta, dict):
         # SGLang answers an object (a list of them for a batch) whose meta_info holds integer counts.
-        return {"error": "/generate answer of an unexpected shape: %r" % capture.body[:200]}
-    return counts
+        return {"error": "%s: answer of an unexpected shape: %r" % (where, capture.body[:200])}
+    try:
+        # Each verify step commits at least one token: never more steps than tokens asked.
+        return dict((name, token_count(meta.get(name), "meta_info." + name, max_tokens))
+                    for name in ("completion_tokens", "spec_verify_ct"))
+    except (TypeError, ValueError) as exc:
+        return {"error": "%s: answer of an unexpected shape (%s): %r" % (where, exc, capture.body[:200])}
 
 
 def measure_acceptance(client, model, params, deadline, prompts=PROMPTS):
@@ -612,7 +639,7 @@ def measure_acceptance(client, model, params, deadline, prompts=PROMPTS):
         lambda index: ("POST", "/generate", {"text": prompt(index, prompts), "model": model,
                                              "sampling_params": sampling}),
         timeout=params["request_timeout"], deadline=deadline.at, total=count)
-    answers = [acceptance_answer(capture) for capture in captures]
+    answers = [acceptance_answer(client, capture, params["acceptance_max_tokens"]) for capture in captures]
     errors = [a["error"] for a in answers if "error" in a]
     counted = [a for a in answers if "error" not in a and a["completion_tokens"] and a["spec_verify_ct"]]
     tokens = sum(a["completion_tokens"] for a in counted)

@@ -19,7 +19,8 @@ description:
   - Only reads from the server; it never reports a change.
   - The module returns within O(wait_timeout) + O(timeout) seconds whatever the server does
     (answers slowly, never, or drops connections), since every request and retry runs against
-    that bound.
+    that bound; its memory stays within a fixed multiple of the client's cap on an answer
+    (64 MiB) however small the server's packets, and JSON nested too deep fails naming the URL.
   - DDTree is reported as algorithm C(DDTREE) both for builds with
     C(--speculative-algorithm DDTREE) and for forks that run DFLASH with
     C(--speculative-dflash-enable-ddtree).
@@ -299,7 +300,7 @@ def compare(expected, server):
         actual = spec[key]
         try:
             same = actual is not None and int(actual) == wanted
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # a string, a list, Infinity
             same = False
         if not same:
             mismatches.append({"setting": setting, "expected": wanted, "actual": actual})

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from sglang.srt.entrypoints.http_server import sse  # the double's (tests/unit/plugins/conftest.py)
-from support import free_port
+from support import DEEP_JSON, SERVER_SIDE_SLACK_S, Dribble, HostileServer, free_port
 
 from ansible_collections.pro6000.inference.plugins.module_utils import _sglang_client as sc
 
@@ -43,11 +43,17 @@ def stream(server, payload=None, **kwargs):
 
 def capture_of(events, t0=100.0, gap=0.5, t_send=99.0):
     """A StreamCapture whose i-th event arrived at t0 + i * gap (exact stamps for arithmetic)."""
+    return body_capture([(t0 + i * gap, e) for i, e in enumerate(events)], t_send, t0 + len(events) * gap)
+
+
+def body_capture(reads, t_send=0.0, t_end=None):
+    """A decoded StreamCapture (status 200) whose body came in ``reads``, (stamp, bytes) each."""
     capture = sc.StreamCapture(t_send)
-    capture.status = 200
-    capture.reads = [(t0 + i * gap, e) for i, e in enumerate(events)]
-    capture.t_end = t0 + len(events) * gap
-    return capture
+    for stamp, data in reads:
+        capture.receive(stamp, data)
+    capture.status, capture.head_len, capture.complete = 200, 0, True
+    capture.t_end = reads[-1][0] + 1.0 if t_end is None else t_end
+    return sc.decode_capture(capture)
 
 
 # --- parsing, with exact stamps ---------------------------------------------------------------
@@ -92,11 +98,7 @@ def test_lines_split_across_reads_and_crlf_and_multiline_data():
             + b'data: {"choices": [{"delta": {"content": "c"}}],\ndata: "usage": {"completion_tokens": 3}}\n\n'
             + b"data: [DONE]\n\n")
     reads = [body[i:i + 7] for i in range(0, len(body), 7)]
-    capture = sc.StreamCapture(0.0)
-    capture.status = 200
-    capture.reads = [(float(i), r) for i, r in enumerate(reads)]
-    capture.t_end = float(len(reads))
-    result = sc.parse_stream(capture)
+    result = sc.parse_stream(body_capture([(float(i), r) for i, r in enumerate(reads)]))
     assert result.ok, result.error
     assert (result.n_out, result.n_first, result.content_chunks) == (3, 2, 2)
 
@@ -222,14 +224,19 @@ def test_connection_refused_is_recorded_not_raised():
 
 
 def test_dechunk_keeps_stamps_whatever_the_split():
-    body = b"5\r\nhello\r\n1;ext=1\r\n \r\nb\r\nworld again\r\n0\r\n\r\n"
+    body = b"5\r\nhel\nl\r\n1;ext=1\r\n \r\nb\r\nworld\nagain\r\n0\r\n\r\n"
     for size in (1, 2, 3, 7, len(body)):
-        pieces = [(float(i), body[i:i + size]) for i in range(0, len(body), size)]
-        out, complete = sc._dechunk(pieces)
-        assert complete and b"".join(p for _t, p in out) == b"hello world again"
-        assert all(t == float(int(t)) for t, _p in out)
-    out, complete = sc._dechunk([(0.0, body[:-5])])
-    assert not complete and b"".join(p for _t, p in out) == b"hello world again"
+        capture = sc.StreamCapture(0.0)
+        for offset in range(0, len(body), size):
+            capture.receive(float(offset), body[offset:offset + size])
+        out, ends, complete = sc._dechunk(capture.data, capture.line_ends)
+        assert complete and out == b"hel\nl world\nagain"
+        capture.data, capture.line_ends = out, ends
+        # Each line end of the body carries the stamp of the read that brought it.
+        assert [capture.stamp_at(out.index(b"\n", 4 * n)) for n in (0, 1)] == [
+            float((body.index(text) + 1) // size * size) for text in (b"l\nl", b"d\n")]
+    out, _ends, complete = sc._dechunk(body[:-5], [])
+    assert not complete and out == b"hel\nl world\nagain"
 
 
 def test_api_key_is_sent_as_bearer_token(start_double):
@@ -477,7 +484,7 @@ def test_an_event_beyond_the_event_limit_fails_the_stream():
         sc.EVENT_LIMIT)
     endless_line = [b"data: " + b"x" * 700000, b"x" * 700000]
     result = sc.parse_stream(capture_of(endless_line))
-    assert not result.ok and "a server-sent event line is longer than" in result.error
+    assert not result.ok and "a server-sent event is longer than" in result.error
 
 
 @pytest.mark.parametrize("event, message", [
@@ -565,3 +572,56 @@ def test_a_deadline_passed_while_connecting_opens_no_more_connections(silent, mo
     # About 0.2 / 0.05 connections before the deadline, then none: not one per worker.
     assert len(opened) <= 10 and len(captures) == 1000
     assert all(c.error.startswith("deadline reached") for c in captures)
+
+
+# --- hostile servers, round 2 (issue 36, finding 3) -------------------------------------------
+
+def test_json_nested_too_deep_is_an_error_not_a_recursion():
+    with pytest.raises(sc.SGLangError) as error:
+        sc.Response(200, DEEP_JSON, "GET http://h/server_info").json(dict)
+    assert str(error.value) == "GET http://h/server_info: HTTP 200: body is not JSON (JSON nested too deep): %r" % (
+        DEEP_JSON[:200])
+    result = sc.parse_stream(capture_of([b"data: " + DEEP_JSON + b"\n\n", b"data: [DONE]\n\n"]))
+    assert not result.ok and result.error == "malformed event: %r" % DEEP_JSON.decode()[:200]
+
+
+@pytest.mark.parametrize("count", [10 ** 12, 10 ** 30])
+def test_a_token_count_beyond_what_was_asked_fails_the_stream(count):
+    events = [sse({"choices": [{"delta": {"content": "a"}}], "usage": {"completion_tokens": n}}) for n in (1, count)]
+    result = sc.parse_stream(capture_of(events + [b"data: [DONE]\n\n"]), max_tokens=25)
+    assert not result.ok and result.error.startswith(
+        "unexpected event (usage.completion_tokens %d is more than the 25 tokens asked)" % count)
+    # Unasked counts (prompt tokens, verify steps) are bounded too, far beyond any context length.
+    events = [sse({"meta_info": {"completion_tokens": 3, "prompt_tokens": count}}), b"data: [DONE]\n\n"]
+    result = sc.parse_stream(capture_of(events))
+    assert not result.ok and "meta_info.prompt_tokens %d is more than the %d the client takes" % (
+        count, sc.COUNT_LIMIT) in result.error
+
+
+def test_line_ends_one_per_packet_meet_the_cap_on_stamped_reads(monkeypatch):
+    monkeypatch.setattr(sc, "STAMP_LIMIT", 1000)
+    newlines = Dribble(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n", b"\n", 10)
+    with HostileServer({"/v1/chat/completions": newlines}) as hostile:
+        started = time.perf_counter()
+        result = stream(hostile, deadline=started + 8)
+    assert not result.ok and result.error == "the answer came in more than 1000 pieces with line ends (the client's limit)"
+    assert time.perf_counter() - started < 8
+
+
+def test_decoding_many_small_chunks_stops_at_the_deadline():
+    answer = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1\r\nx\r\n" * 5000000 + b"0\r\n\r\n"
+    with HostileServer({"/health": answer}) as hostile:
+        started = time.perf_counter()
+        captures, _wall = sc.run_requests(sc.SGLangClient(hostile.url), 1, 1, lambda index: ("GET", "/health", None),
+                                          deadline=started + 1.5)
+        elapsed = time.perf_counter() - started
+    assert captures[0].error == "deadline reached while decoding the answer"
+    assert elapsed < 1.5 + SERVER_SIDE_SLACK_S
+
+
+def test_parsing_many_small_events_stops_at_the_deadline():
+    capture = body_capture([(1.0, b'data: {"a": 1}\n\n' * 3000000)])
+    started = time.perf_counter()
+    result = sc.parse_stream(capture, deadline=started + 0.2)
+    assert result.error == "deadline reached while decoding the answer"
+    assert time.perf_counter() - started < 0.2 + SERVER_SIDE_SLACK_S

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from support import SERVER_SIDE_SLACK_S, run_main, run_module_file
+from support import (DEEP_JSON, MEASURED_MEMORY_LIMIT, SERVER_SIDE_SLACK_S, Dribble, HostileServer, free_port,
+                     http_answer, run_main, run_module_file, run_module_measured)
 
 from ansible_collections.pro6000.inference.plugins.modules import sglang_bench
 
@@ -437,3 +438,112 @@ def test_check_mode_counts_the_open_loop_requests(server, capsys):
     assert not failed, result["msg"]
     assert result["result"]["would_send"]["open_loop"] == 10
     assert "open_loop" in result["result"]["would_run"]
+
+
+# --- hostile servers, round 2 (issue 36, finding 3) -------------------------------------------
+
+HOSTILE = {"max_tokens": 25, "acceptance_max_tokens": 32, "concurrency": 1, "requests_per_worker": 1,
+           "single_stream_requests": 1, "warmup_requests": 0, "acceptance_requests": 1, "flush_cache": False,
+           "timeout": 30, "request_timeout": 10}
+
+
+def preflight(speculative_algorithm=None):
+    """The answers of a server that passes the preflight: healthy, one model, its server info."""
+    return {"/health": http_answer(b""), "/v1/models": http_answer({"data": [{"id": "m"}]}),
+            "/server_info": http_answer({"speculative_algorithm": speculative_algorithm})}
+
+
+def chat_stream(*counts, extra=b""):
+    """A whole SSE answer: a role-only delta, one content event per count (the server's
+    cumulative completion_tokens), ``extra`` and [DONE]."""
+    events = [{"choices": [{"delta": {"role": "assistant"}}]}] + [
+        {"choices": [{"delta": {"content": "x"}}], "usage": {"completion_tokens": count, "prompt_tokens": 3}}
+        for count in counts]
+    body = b"".join(b"data: %s\n\n" % json.dumps(event).encode() for event in events) + extra + b"data: [DONE]\n\n"
+    return http_answer(body, "text/event-stream")
+
+
+@pytest.mark.parametrize("count", [10 ** 12, 10 ** 30])
+def test_a_token_count_beyond_what_was_asked_fails_naming_the_endpoint(capsys, count):
+    with HostileServer(dict(preflight(), **{"/v1/chat/completions": chat_stream(1, count)})) as hostile:
+        failed, result = run_module(dict(HOSTILE, url=hostile.url), capsys)
+    assert failed and "requests_succeeded: value 0, floor 2" in result["msg"]
+    assert ("failed: POST %s/v1/chat/completions: unexpected event (usage.completion_tokens %d is more than the 25 "
+            "tokens asked)" % (hostile.url, count)) in result["msg"]
+
+
+@pytest.mark.parametrize("meta_info, message", [
+    ({"completion_tokens": 10 ** 30, "spec_verify_ct": 3},
+     "meta_info.completion_tokens %d is more than the 32 tokens asked" % 10 ** 30),
+    ({"completion_tokens": 20, "spec_verify_ct": 10 ** 12},
+     "meta_info.spec_verify_ct %d is more than the 32 tokens asked" % 10 ** 12),
+])
+def test_acceptance_counts_beyond_what_was_asked_fail_naming_the_endpoint(capsys, meta_info, message):
+    answers = dict(preflight("DFLASH"), **{"/v1/chat/completions": chat_stream(1, 25),
+                                           "/generate": http_answer({"text": "x", "meta_info": meta_info})})
+    with HostileServer(answers) as hostile:
+        failed, result = run_module(dict(HOSTILE, url=hostile.url), capsys)
+    acceptance = result["result"]["acceptance"]
+    assert failed and acceptance["value"] is None
+    assert acceptance["errors"] == ["POST %s/generate: answer of an unexpected shape (%s): %r" % (
+        hostile.url, message, http_answer({"text": "x", "meta_info": meta_info}).split(b"\r\n\r\n", 1)[1][:200])]
+
+
+@pytest.mark.parametrize("where", ["/v1/models", "/v1/chat/completions", "/generate"])
+def test_json_nested_too_deep_fails_naming_the_endpoint(capsys, where):
+    deep = {"/v1/models": http_answer(DEEP_JSON),
+            "/v1/chat/completions": chat_stream(1, 25, extra=b"data: %s\n\n" % DEEP_JSON),
+            "/generate": http_answer(DEEP_JSON)}[where]
+    answers = dict(preflight("DFLASH"), **{"/v1/chat/completions": chat_stream(1, 25),
+                                           "/generate": http_answer({"meta_info": {"completion_tokens": 20,
+                                                                                   "spec_verify_ct": 5}})})
+    answers[where] = deep
+    with HostileServer(answers) as hostile:
+        failed, result = run_module(dict(HOSTILE, url=hostile.url), capsys)
+    assert failed
+    if where == "/v1/models":
+        assert "preflight: value GET %s/v1/models: HTTP 200: body is not JSON (JSON nested too deep)" % (
+            hostile.url) in result["msg"]
+    elif where == "/generate":
+        assert result["result"]["acceptance"]["errors"] == [
+            "POST %s/generate: the answer is not JSON: JSON nested too deep" % hostile.url]
+    else:
+        assert "failed: POST %s/v1/chat/completions: malformed event: '[[[[" % hostile.url in result["msg"]
+
+
+def test_sse_comments_one_byte_per_packet_keep_time_and_memory_bounded(tmp_path):
+    refused = "http://127.0.0.1:%d" % free_port()
+    _result, _err, baseline, _seconds = run_module_measured(
+        "sglang_bench", dict(HOSTILE, url=refused, timeout=4), tmp_path, MEASURED_MEMORY_LIMIT, 60)
+    # One comment line that never ends, one byte per packet as fast as they go (the more reads,
+    # the longer re-joining the pending line took), for longer than the module's timeout.
+    comments = Dribble(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n:", b" ping", 8,
+                       spacing=0)
+    with HostileServer(dict(preflight(), **{"/v1/chat/completions": comments})) as hostile:
+        # Killed at 30 s (subprocess.TimeoutExpired): re-joining the pending line on every read took 84 s.
+        result, err, peak, seconds = run_module_measured(
+            "sglang_bench", dict(HOSTILE, url=hostile.url, timeout=4), tmp_path, MEASURED_MEMORY_LIMIT, 30)
+    assert seconds <= 4 + 2
+    assert hostile.sent > 200000
+    assert peak - baseline <= 2 * hostile.sent + 2 * 1024 * 1024, (peak - baseline, hostile.sent)
+    assert result is not None, err
+    assert result["failed"] and ("failed: POST %s/v1/chat/completions: deadline reached while waiting for the answer"
+                                 % hostile.url) in result["msg"]
+
+
+def test_a_metrics_page_of_short_lines_keeps_memory_to_its_bytes(tmp_path):
+    refused = "http://127.0.0.1:%d" % free_port()
+    _result, _err, baseline, _seconds = run_module_measured(
+        "sglang_bench", dict(HOSTILE, url=refused), tmp_path, MEASURED_MEMORY_LIMIT, 60)
+    # 24 MB of comment lines, as Prometheus's text format allows: a list of every line cost ~20
+    # times the page.
+    page = http_answer(b"# x\n" * (6 * 1024 * 1024), "text/plain")
+    answers = dict(preflight(), **{"/v1/chat/completions": chat_stream(1, 25), "/flush_cache": http_answer(b""),
+                                   "/metrics": page})
+    with HostileServer(answers) as hostile:
+        result, err, peak, _seconds = run_module_measured(
+            "sglang_bench", dict(HOSTILE, url=hostile.url, flush_cache=True), tmp_path, MEASURED_MEMORY_LIMIT, 60)
+    assert result is not None, err
+    assert "/metrics" in hostile.paths and result["result"]["counters"] is None
+    # Held as bytes: what was read and the answer's body copied out of it.
+    assert peak - baseline <= 3 * len(page) + 2 * 1024 * 1024, (peak - baseline, len(page))

@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from support import SERVER_SIDE_SLACK_S, free_port, run_main, run_module_file
+from support import (DEEP_JSON, MEASURED_MEMORY_LIMIT, SERVER_SIDE_SLACK_S, Dribble, HostileServer, free_port,
+                     http_answer, run_main, run_module_file, run_module_measured)
 
 from ansible_collections.pro6000.inference.plugins.modules import sglang_probe
 
@@ -260,3 +261,45 @@ def test_credentials_in_the_url_are_not_echoed(server, expected, capsys):
     assert "s3cret" not in json.dumps(result) and "alice" not in json.dumps(result)
     failed, result = run_module({"url": "http://alice:s3cret@127.0.0.1:notaport"}, capsys)
     assert failed and "s3cret" not in json.dumps(result)
+
+
+# --- hostile servers, round 2 (issue 36, finding 3) -------------------------------------------
+
+HEALTHY = http_answer(b"")
+
+
+@pytest.mark.parametrize("path", ["/server_info", "/model_info", "/v1/models"])
+def test_json_nested_too_deep_fails_naming_the_url(capsys, path):
+    answers = {"/health": HEALTHY, "/server_info": http_answer({}), "/model_info": http_answer({}),
+               "/v1/models": http_answer({"data": []}), path: http_answer(DEEP_JSON)}
+    with HostileServer(answers) as hostile:
+        failed, result = run_module({"url": hostile.url}, capsys)
+    assert failed and result["msg"] == "GET %s%s: HTTP 200: body is not JSON (JSON nested too deep): %r" % (
+        hostile.url, path, DEEP_JSON[:200])
+
+
+def test_a_count_of_infinity_is_a_mismatch_not_a_traceback(capsys):
+    answers = {"/health": HEALTHY, "/server_info": http_answer(b'{"speculative_num_draft_tokens": Infinity}'),
+               "/model_info": http_answer({}), "/v1/models": http_answer({"data": []})}
+    with HostileServer(answers) as hostile:
+        failed, result = run_module({"url": hostile.url, "speculative_num_draft_tokens": 16}, capsys)
+    assert failed and result["msg"] == ("The server at %s does not serve what was expected: speculative_num_draft_"
+                                        "tokens: expected 16, the server reports inf" % hostile.url)
+
+
+def test_one_byte_per_packet_keeps_memory_to_the_bytes_and_time_to_the_timeout(tmp_path):
+    # The same module run against a server that refuses: what the interpreter and the module hold anyway.
+    _result, _err, baseline, _seconds = run_module_measured(
+        "sglang_probe", {"url": "http://127.0.0.1:%d" % free_port(), "timeout": 4}, tmp_path, MEASURED_MEMORY_LIMIT, 60)
+    endless = Dribble(b"HTTP/1.1 200 OK\r\nContent-Length: 60000000\r\n\r\n", b"x", 8)
+    with HostileServer({"/health": endless}) as hostile:
+        result, err, peak, seconds = run_module_measured("sglang_probe", {"url": hostile.url, "timeout": 4}, tmp_path,
+                                                         MEASURED_MEMORY_LIMIT, 60)
+    # The answer is held as its bytes (twice while it is copied out), whatever the size of its reads;
+    # a Python object per read costs about 120 bytes (the issue's 694 MB).
+    assert hostile.sent > 30000
+    assert peak - baseline <= 2 * hostile.sent + 2 * 1024 * 1024, (peak - baseline, hostile.sent)
+    assert seconds <= 4 + 2
+    assert result is not None, err
+    assert result["failed"] and result["msg"].startswith("%s/health did not answer HTTP 200 within " % hostile.url)
+    assert result["msg"].endswith("GET %s/health: deadline reached while waiting for the answer" % hostile.url)
