@@ -23,7 +23,8 @@ from .masking import Masker
 # Each request has one ``request`` record and then exactly one of these, its outcome (a run's
 # ``started`` comes before its ``finished``). A ``cancel`` record whose request is a run's own
 # id is a stop by the bot's shutdown or the command line's Ctrl-C; the run's ``finished`` is
-# its outcome.
+# its outcome. Whoever closes a lost run writes its ``finished`` with ``once``: several may find
+# the same lost run (its bot, the next run on each of its hosts, a bot starting), one records it.
 OUTCOME_EVENTS = frozenset({"refused", "error", "cancel", "finished"})
 # Raw chat text is kept up to this many characters; the record also says how long it was.
 TEXT_LIMIT = 512
@@ -44,7 +45,10 @@ class AuditLog:
         self.masker = masker or Masker()
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o750)
 
-    def record(self, event: str, request_id: str, **fields: object) -> None:
+    def record(self, event: str, request_id: str, *, once: bool = False,
+               **fields: object) -> dict[str, object] | None:
+        """Append a record. With ``once``, append nothing when the log already holds an ``event``
+        record of this request (looked for under the same lock), and return that record."""
         entry = self.masker.value({
             "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds"),
             "event": event,
@@ -56,6 +60,10 @@ class AuditLog:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX)
             size = _cut_torn_tail(descriptor)
+            if once:
+                earlier = _earlier_record(descriptor, size, event, request_id)
+                if earlier is not None:
+                    return earlier
             try:
                 written = 0
                 while written < len(line):
@@ -70,6 +78,32 @@ class AuditLog:
                                  f"({error.strerror or error}); the {event} record was not kept") from None
         finally:
             os.close(descriptor)
+        return None
+
+
+def _earlier_record(descriptor: int, end: int, event: str, request_id: str) -> dict[str, object] | None:
+    """The last ``event`` record of ``request_id``, read backwards from ``end`` and no further
+    than the request's ``started`` record (nothing of its outcome comes before that)."""
+    needle = json.dumps({"request": request_id})[1:-1].encode()
+    tail = b""
+    while end > 0:
+        start = max(0, end - _TAIL_CHUNK)
+        lines = (os.pread(descriptor, end - start, start) + tail).split(b"\n")
+        # The first piece may be the end of a line that starts in the chunk before.
+        tail = lines.pop(0) if start > 0 else b""
+        for line in reversed(lines):
+            if needle not in line:
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if record.get("request") == request_id and record.get("event") == event:
+                return record
+            if record.get("request") == request_id and record.get("event") == "started":
+                return None
+        end = start
+    return None
 
 
 def _cut_torn_tail(descriptor: int) -> int:

@@ -4,12 +4,18 @@ One asyncio loop talks to the chat system; each request's ``ChatOps`` calls run 
 of its own. A request spends nothing before it is authorised: first the sender's limits
 (``bot.user_requests_in_flight``, ``bot.user_requests_per_minute``, counted in memory), then
 ``ChatOps.admit`` (grammar, grants, inventory), and only then does a request that runs a
-playbook take one of the ``bot.run_workers`` and get its ``received:`` reply. So a flood of
-requests from one user, authorised or not, never takes a worker or a turn from another user;
-every request gets one outcome record in the audit log and, when refused, one reply. ``cancel``
-and text that does not parse never take a run worker, so a cancel is answered while every run
-worker is busy. Progress goes from the run's thread to the loop without waiting, and is posted
-in batches at most every ``bot.progress_interval_seconds``.
+playbook take one of the ``bot.run_workers`` and get its ``received:`` reply.
+
+The workers are shared so that nobody is starved: read-only runs (``status``, ``bench``) take
+at most ``run_workers - 1``, so one worker is always left to the runs that change hosts
+(``deploy``, ``tune``) and a flood of reads never refuses an operator's deploy; and one user
+holds at most ``user_requests_in_flight`` requests, at most ``run_workers - 2`` (checked when
+the configuration is read), so whatever one user sends, another user's read still gets a
+worker. A flood of requests from one user, authorised or not, thus never takes every worker or
+a turn from another user; every request gets one outcome record in the audit log and, when
+refused, one reply. ``cancel`` and text that does not parse never take a run worker, so a
+cancel is answered while every run worker is busy. Progress goes from the run's thread to the
+loop without waiting, and is posted in batches at most every ``bot.progress_interval_seconds``.
 """
 from __future__ import annotations
 
@@ -50,11 +56,17 @@ RATE_WINDOW_S = 60.0
 USERS_TRACKED = 1024
 
 
-def _whole_number(raw: Mapping[str, object], key: str, default: int, high: int) -> int:
+def _whole_number(raw: Mapping[str, object], key: str, default: int, high: int, low: int = 1,
+                  why: str = "") -> int:
     value = raw.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= high:
-        raise ConfigError(f"bot.{key} must be a whole number from 1 to {high}")
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ConfigError(f"bot.{key} must be a whole number from {low} to {high}{why}")
     return value
+
+
+# Run workers that no single user can take: the one read-only runs never take (kept for runs
+# that change hosts), and one left to the other users' reads.
+WORKERS_KEPT_FROM_ONE_USER = 2
 
 
 @dataclass(frozen=True)
@@ -62,8 +74,9 @@ class BotSettings:
     run_workers: int = 4
     progress_interval_seconds: float = 5.0
     on_stop: str = "cancel"
-    # One user's requests in progress at once (runs included; cancel never counts) ...
-    user_requests_in_flight: int = 4
+    # One user's requests in progress at once (runs included; cancel never counts), at most
+    # run_workers - WORKERS_KEPT_FROM_ONE_USER ...
+    user_requests_in_flight: int = 2
     # ... and in the last minute (every request): a flood from one account costs one reply
     # and one audit record per request, never a worker or another user's turn.
     user_requests_per_minute: int = 20
@@ -75,8 +88,14 @@ class BotSettings:
         unknown = set(raw) - _KEYS
         if unknown:
             raise ConfigError(f"bot has unknown keys: {', '.join(sorted(unknown))}")
-        workers = _whole_number(raw, "run_workers", cls.run_workers, 64)
-        in_flight = _whole_number(raw, "user_requests_in_flight", cls.user_requests_in_flight, 64)
+        workers = _whole_number(raw, "run_workers", cls.run_workers, 64, WORKERS_KEPT_FROM_ONE_USER + 1,
+                                ": one worker is kept for deploy and tune, and one user's requests "
+                                "must leave another to the reads of other users")
+        in_flight = _whole_number(raw, "user_requests_in_flight", cls.user_requests_in_flight,
+                                  workers - WORKERS_KEPT_FROM_ONE_USER,
+                                  why=f" (run_workers {workers} less {WORKERS_KEPT_FROM_ONE_USER}): one "
+                                      "user's requests must leave a worker to deploy and tune and "
+                                      "another to the reads of other users")
         per_minute = _whole_number(raw, "user_requests_per_minute", cls.user_requests_per_minute, 600)
         interval = raw.get("progress_interval_seconds", cls.progress_interval_seconds)
         if not isinstance(interval, (int, float)) or isinstance(interval, bool) or not 0.1 <= interval <= 600:
@@ -183,6 +202,7 @@ class Bot:
         self.settings = settings
         self.loop: asyncio.AbstractEventLoop | None = None
         self._running = 0
+        self._reading = 0  # the runs in progress that change no host
         self.limits = UserLimits(settings.user_requests_in_flight, settings.user_requests_per_minute)
         self._requests: dict[asyncio.Task, ChatCommand] = {}
 
@@ -269,13 +289,14 @@ class Bot:
             reply = await self._in_thread(self.ops.carry_out, request, None)
             await self.adapter.reply(command, reply.text)
             return
-        if self._running >= self.settings.run_workers:
-            reply = await self._in_thread(self.ops.refuse, request, (
-                f"{self._running} runs are in progress, the most this bot runs at once: "
-                "try again when one has finished"))
+        reads = not request.command.action.changes_hosts
+        busy = self._workers_busy(reads)
+        if busy is not None:
+            reply = await self._in_thread(self.ops.refuse, request, busy)
             await self.adapter.reply(command, reply.text)
             return
         self._running += 1
+        self._reading += reads
         relay = ProgressRelay(self, command)
         try:
             # The run starts now; its acknowledgement is posted meanwhile.
@@ -288,8 +309,19 @@ class Bot:
             reply = await outcome
         finally:
             self._running -= 1
+            self._reading -= reads
             await relay.close()
         await self.adapter.reply(command, reply.text)
+
+    def _workers_busy(self, reads: bool) -> str | None:
+        """Why no worker is free for a run (``reads``: one that changes no host), or None."""
+        if self._running >= self.settings.run_workers:
+            return (f"{self._running} runs are in progress, the most this bot runs at once: "
+                    "try again when one has finished")
+        if reads and self._reading >= self.settings.run_workers - 1:
+            return (f"{self._reading} read-only runs are in progress, the most this bot runs at once "
+                    "(the last worker is kept for deploy and tune): try again when one has finished")
+        return None
 
     def _in_thread(self, function, *args) -> asyncio.Future:
         """Call ``function`` in a thread of its own: a cancel never waits behind a run. A daemon

@@ -54,6 +54,9 @@ class Action:
     # The module whose result ends the action's work on a host: the run frees that host then,
     # not when the slowest host is done (None: the hosts stay locked until the run ends).
     host_done_after: str | None = None
+    # Whether its run changes hosts (installs, restarts, reconfigures): the chat bot keeps a run
+    # worker that read-only runs never take for these.
+    changes_hosts: bool = False
 
     @property
     def usage(self) -> str:
@@ -72,14 +75,14 @@ BUDGET = NumberParameter("budget", *DDTREE_BUDGET_RANGE, "sglang_service_ddtree_
 
 ACTIONS: Mapping[str, Action] = MappingProxyType({
     "deploy": Action("deploy", "deploy.yml", host_required=True, takes_algorithm=True,
-                     numbers=(DRAFT, BUDGET)),
+                     numbers=(DRAFT, BUDGET), changes_hosts=True),
     "bench": Action("bench", "smoke.yml", host_required=True),
     # Read-only: each host is free again once its probe has answered (or failed).
     "status": Action("status", "smoke.yml", host_required=False,
                      fixed_vars=MappingProxyType({"smoke_probe_only": True}),
                      host_done_after=PROBE_MODULE),
-    # tune.yml measures one host, named by tune_host.
-    "tune": Action("tune", "tune.yml", host_required=True, host_var="tune_host"),
+    # tune.yml measures one host, named by tune_host, and leaves it on the best configuration.
+    "tune": Action("tune", "tune.yml", host_required=True, host_var="tune_host", changes_hosts=True),
     # Stops a run in progress; runs no playbook of its own.
     "cancel": Action("cancel", None, host_required=True),
 })

@@ -270,10 +270,11 @@ class ChatOps:
             self._active[request_id] = active
         try:
             try:
-                for lock in held:
-                    if lock.previous.get("run"):
-                        self._close_lost(RunInfo.from_holder(lock.previous, True), "lost",
-                                         "its keeper died before the run finished")
+                # A lost run may have held several of these hosts: it is closed once.
+                lost = {lock.previous["run"]: lock.previous for lock in held if lock.previous.get("run")}
+                for previous in lost.values():
+                    self._close_lost(RunInfo.from_holder(previous, True), "lost",
+                                     "its keeper died before the run finished")
                 self.audit.record("started", request_id, user=user, command=command.describe(),
                                   playbook=playbook.name, hosts=list(hosts), extravars=run.extravars)
             except BaseException:
@@ -349,11 +350,17 @@ class ChatOps:
         return summary
 
     def _close_lost(self, run: RunInfo, status: str, reason: str) -> RunSummary:
-        """Close a run whose keeper is gone: kill what is left of it, audit its outcome, clear
-        its lock files and remove its run directory."""
+        """Close a run whose keeper is gone: kill what is left of it, audit its outcome (unless
+        it already has one: then that is the summary), clear its lock files and remove its run
+        directory."""
         stop_leftover_processes(run.run_id, RunGroup.named(run.cgroup))
         summary = RunSummary(run.run_id, run.command, status, None, 0.0, failure=f"the run was {status}: {reason}")
-        self.audit.record("finished", run.run_id, user=run.user, hosts_held=list(run.hosts), **summary.as_dict())
+        # Its keeper may have recorded the outcome before it died, or another closer found it
+        # first (the run's own bot, the next request on one of its hosts, another bot process).
+        earlier = self.audit.record("finished", run.run_id, once=True, user=run.user,
+                                    hosts_held=list(run.hosts), **summary.as_dict())
+        if earlier is not None:
+            summary = RunSummary.from_dict(earlier)
         for host in run.hosts:
             self.locks.clear_lost(host, run.run_id)
         held_runs = {state.holder.get("run") for state in self.locks.states() if state.held}

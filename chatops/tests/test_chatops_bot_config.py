@@ -37,12 +37,18 @@ def test_a_missing_matrix_key_is_named(tmp_path):
 
 
 @pytest.mark.parametrize("raw, message", [
-    ({"run_workers": 0}, "bot.run_workers must be a whole number from 1 to 64"),
+    ({"run_workers": 0}, "bot.run_workers must be a whole number from 3 to 64: one worker is kept for deploy"),
+    # One worker kept for deploy and tune, one for the other users' reads: two would leave none.
+    ({"run_workers": 2, "user_requests_in_flight": 1}, "bot.run_workers must be a whole number from 3 to 64"),
     ({"run_workers": True}, "bot.run_workers"),
     ({"progress_interval_seconds": "5"}, "bot.progress_interval_seconds must be a number"),
     ({"on_stop": "kill"}, "bot.on_stop must be one of cancel, hand_over"),
     ({"workers": 2}, "bot has unknown keys: workers"),
-    ({"user_requests_in_flight": 0}, "bot.user_requests_in_flight must be a whole number from 1 to 64"),
+    ({"user_requests_in_flight": 0}, "bot.user_requests_in_flight must be a whole number from 1 to 2"),
+    # One user holding three of four workers would leave none for another user's read.
+    ({"user_requests_in_flight": 3}, r"bot.user_requests_in_flight must be a whole number from 1 to 2 "
+                                     r"\(run_workers 4 less 2\): one user's requests must leave a worker"),
+    ({"run_workers": 5, "user_requests_in_flight": 4}, r"from 1 to 3 \(run_workers 5 less 2\)"),
     ({"user_requests_per_minute": 601}, "bot.user_requests_per_minute must be a whole number from 1 to 600"),
     ({"user_requests_per_minute": 2.5}, "bot.user_requests_per_minute"),
 ])
@@ -52,9 +58,11 @@ def test_a_bad_bot_section_is_named(raw, message):
 
 
 def test_the_per_user_limits_have_defaults_and_are_read():
-    assert (BotSettings().user_requests_in_flight, BotSettings().user_requests_per_minute) == (4, 20)
-    settings = BotSettings.from_mapping({"user_requests_in_flight": 2, "user_requests_per_minute": 5})
-    assert (settings.user_requests_in_flight, settings.user_requests_per_minute) == (2, 5)
+    assert (BotSettings().user_requests_in_flight, BotSettings().user_requests_per_minute) == (2, 20)
+    settings = BotSettings.from_mapping({"user_requests_in_flight": 1, "user_requests_per_minute": 5})
+    assert (settings.user_requests_in_flight, settings.user_requests_per_minute) == (1, 5)
+    settings = BotSettings.from_mapping({"run_workers": 8, "user_requests_in_flight": 6})
+    assert (settings.run_workers, settings.user_requests_in_flight) == (8, 6)
 
 
 def test_user_limits_count_each_user_apart_and_free_what_ended():

@@ -63,7 +63,7 @@ def test_an_operator_deploys_the_lab_host_from_a_matrix_room(lab, homeserver, tm
         tmp_path, LAB_INVENTORY, playbooks_dir=REPO_ROOT / "playbooks", environment=LAB_ENVIRONMENT,
         groups={"inference-ops": [room.users["alice"]]},
         grants=[{"groups": ["inference-ops"], "actions": ALL_ACTIONS, "hosts": ["pro6000-*"]}])
-    serve_in(config, room, run_workers=1, progress_interval_seconds=1)
+    serve_in(config, room, run_workers=3, user_requests_in_flight=1, progress_interval_seconds=1)
     server_before = server_process(container)
     assert re.search(r"^MainPID=[1-9]", server_before, re.MULTILINE), server_before
     asked_at = datetime.datetime.now(datetime.timezone.utc)

@@ -57,6 +57,32 @@ def test_a_record_torn_by_a_killed_writer_is_cut_off_before_the_next(tmp_path):
     assert [json.loads(line)["request"] for line in path.read_bytes().splitlines()] == ["first", "second"]
 
 
+def test_an_outcome_recorded_once_is_found_across_a_long_log_and_not_written_again(tmp_path):
+    path = tmp_path / "audit.jsonl"
+    log = AuditLog(path)
+    log.record("started", "lost1")
+    log.record("finished", "lost1", status="lost")
+    # Records of other requests after it, over several of the chunks the log is read back in,
+    # one of them naming the run in its text.
+    for number in range(400):
+        log.record("request", f"other{number}", text=f"cancel lost1 {'x' * 400}")
+
+    earlier = log.record("finished", "lost1", once=True, status="lost")
+
+    assert earlier["status"] == "lost" and earlier["request"] == "lost1"
+    assert [record["request"] for record in audit_records_at(path)].count("lost1") == 2
+    # A run with no outcome yet gets one, and only one.
+    log.record("started", "again")
+    assert log.record("finished", "again", once=True, status="lost") is None
+    assert log.record("finished", "again", once=True, status="lost")["request"] == "again"
+    assert [record["event"] for record in audit_records_at(path) if record["request"] == "again"] == [
+        "started", "finished"]
+
+
+def audit_records_at(path):
+    return [json.loads(line) for line in path.read_bytes().splitlines()]
+
+
 def test_the_audit_log_refuses_a_link_a_foreign_file_and_a_loose_mode(tmp_path):
     victim = tmp_path / "victim"
     victim.write_text("precious\n")

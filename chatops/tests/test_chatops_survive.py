@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from pro6000_chatops import ChatOps, load_config
+from pro6000_chatops import ChatOps, load_config, service
 from pro6000_chatops.runs import RUN_DIR_PREFIX, run_processes
 
 from chatops_support import audit_records, processes_with, write_config
@@ -142,3 +142,62 @@ def test_shutdown_can_hand_the_runs_over_to_their_keepers(setup):
     assert _finished(ops, run_id)[0]["status"] == "successful"
     assert [record["event"] for record in audit_records(ops)].count("handed_over") == 1
     worker.join(30)
+
+
+def _wait_for_hosts_free(ops, hosts):
+    _wait_for(lambda: not any(ops.locks.is_held(host) for host in hosts), what="the dead keeper's hosts to be free")
+
+
+def test_a_lost_run_of_several_hosts_gets_one_finished_record_from_the_next_run_on_them(setup):
+    config_path, out, gate = setup
+    bot = _bot_in_the_middle_of(config_path, "status", out / "pro6000-01-smoke.json")
+    _wait_for(lambda: all((out / f"{host}-smoke.json").exists() for host in ("pro6000-02", "pro6000-03")))
+    bot.kill()
+    bot.wait()
+    ops = ChatOps(load_config(config_path))  # a bot started while the run goes on alone
+    (run,) = ops.runs()
+    assert run.hosts == ("pro6000-01", "pro6000-02", "pro6000-03") and ops.recovered == []
+    os.kill(run.keeper["pid"], signal.SIGKILL)  # the run is lost now
+    _wait_for_hosts_free(ops, run.hosts)
+    gate.touch()
+
+    # The next run takes all three hosts, each lock naming the lost run.
+    assert ops.handle("bob", "status").summary.status == "successful"
+
+    records = _finished(ops, run.run_id)
+    assert [(record["status"], record["user"]) for record in records] == [("lost", "alice")]
+    assert run_processes(run.run_id) == [] and ops.runs() == []
+
+
+def test_a_lost_run_found_by_its_own_bot_and_by_the_next_run_gets_one_finished_record(setup, monkeypatch):
+    config_path, out, gate = setup
+    ops = ChatOps(load_config(config_path))
+    replies = []
+    waiting = threading.Thread(target=lambda: replies.append(ops.handle("alice", "bench pro6000-01")))
+    # The thread that waits for the run is held just before it closes the lost run, until the
+    # next request on the host has closed it too (the order a busy machine may give them).
+    closing, close_now = threading.Event(), threading.Event()
+    stop_leftover_processes = service.stop_leftover_processes
+
+    def held_for_the_waiting_thread(run_id, group=None):
+        if threading.current_thread() is waiting:
+            closing.set()
+            assert close_now.wait(120)
+        return stop_leftover_processes(run_id, group)
+
+    monkeypatch.setattr(service, "stop_leftover_processes", held_for_the_waiting_thread)
+    waiting.start()
+    _wait_for((out / "pro6000-01-smoke.json").exists)
+    (run,) = ops.runs()
+    os.kill(run.keeper["pid"], signal.SIGKILL)
+    assert closing.wait(60), "the bot did not find its run lost"
+    _wait_for_hosts_free(ops, run.hosts)
+    gate.touch()
+    assert ops.handle("bob", "bench pro6000-01").summary.status == "successful"
+    close_now.set()
+    waiting.join(60)
+
+    assert [record["status"] for record in _finished(ops, run.run_id)] == ["lost"]
+    # The bot's reply is the outcome the log has.
+    assert replies[0].summary.status == "lost" and replies[0].request_id == run.run_id
+    assert run_processes(run.run_id) == [] and ops.runs() == []
