@@ -39,6 +39,9 @@ CASES = [
      "sglang_service_tensor_parallel_size = 0: must be an integer of at least 1"),
     ("unit name climbing", {"sglang_service_unit_name": "../../etc/x", "sglang_service_config_dir": "/etc/sglang-x"},
      'sglang_service_unit_name = "../../etc/x": must be a plain systemd unit name'),
+    # The role's earlier rules moved with the check from module host_state to the controller.
+    ("negative context length", {"sglang_service_context_length": -1},
+     "sglang_service_context_length = -1: must be 0 (the model's own) or a positive number of tokens"),
 ]
 
 PLAY = """
@@ -90,6 +93,7 @@ CASE = """
         sglang_service_tensor_parallel_size: "{{ case.vars.sglang_service_tensor_parallel_size | default(1) }}"
         sglang_service_unit_name: "{{ case.vars.sglang_service_unit_name | default('sglang-qwen') }}"
         sglang_service_config_dir: "{{ case.vars.sglang_service_config_dir | default('/etc/sglang-qwen') }}"
+        sglang_service_context_length: "{{ case.vars.sglang_service_context_length | default(0) }}"
     - name: Note that it passed
       ansible.builtin.set_fact:
         outcomes: "{{ outcomes | combine({case.name: None}) }}"
