@@ -47,6 +47,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.pro6000.inference.plugins.module_utils._inputs import single_line
 
 # Set by the role itself: a second value in extra_args would contradict it, or put a secret in argv.
 OWNED = ("--host", "--port", "--discovery-provider", "--discovery-file", "--worker-urls", "--api-key",
@@ -99,6 +100,11 @@ def sglang_gateway_argv(gateway, settings):
     if taken:
         raise _error("extra_args must not set %s: the role sets them (and keeps the API key out of argv)"
                      % ", ".join(taken))
+    # Each word becomes part of the unit's ExecStart: a newline there would be a line of its own.
+    multiline = [word for word in argv + extra if not single_line(word)]
+    if multiline:
+        raise _error("%s: a command line word holds a newline or another control character"
+                     % ", ".join(repr(word) for word in multiline))
     return argv + extra
 
 

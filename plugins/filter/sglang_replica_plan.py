@@ -89,6 +89,7 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.pro6000.inference.plugins.module_utils import _inputs
 
 GATEWAY_MODES = ("auto", "always", "never")
 LOOPBACK = "127.0.0.1"
@@ -101,6 +102,8 @@ def _error(message):
 def _positive(layout, key, default):
     value = layout.get(key, default)
     try:
+        if isinstance(value, bool):
+            raise TypeError()
         number = int(value)
     except (TypeError, ValueError):
         raise _error("%s must be an integer, got %r" % (key, value))
@@ -125,6 +128,8 @@ def _selected(ordered, wanted):
     by_uuid = dict((gpu["uuid"], (position, gpu)) for position, gpu in ordered)
     chosen = []
     for item in wanted:
+        if not _inputs.gpu(item):
+            raise _error("GPU %r is neither a PCI position (0, 1, ...) nor a UUID" % (item,))
         if isinstance(item, int) or str(item).isdigit():
             if int(item) >= len(ordered):
                 raise _error("GPU %s is not present: the host has %d GPU(s) (positions 0 to %d in PCI order)"
@@ -174,8 +179,13 @@ def _replicas(layout, groups, with_gateway, argv):
         if with_gateway:
             name, host = "%s-%d" % (unit_name, first), LOOPBACK
             port = _port(layout, "replica_port", 30001) + first
+            if port > 65535:
+                raise _error("replica_port + %d (the PCI position of GPU %s) is %d, past 65535: lower replica_port"
+                             % (first, group[0][1]["uuid"], port))
         else:
             name, host, port = unit_name, str(layout.get("host", LOOPBACK)), _port(layout, "port", 30000)
+        if not _inputs.single_line(host):
+            raise _error("host %r holds a newline or another control character" % host)
         url = "http://%s:%d" % (_client_host(host), port)
         replicas.append({
             "name": name, "unit": name + ".service", "host": host, "port": port, "url": url,
@@ -226,7 +236,12 @@ def sglang_replica_plan(facts, layout, serves, previous=None):
     if not isinstance(layout, dict) or not isinstance(serves, dict):
         raise _error("layout and serves must be dictionaries")
     gpus = _gpus(facts)
-    tp_size = _positive(layout, "tensor_parallel_size", 1) or 1
+    tp_size = _positive(layout, "tensor_parallel_size", 1)
+    if tp_size < 1:
+        raise _error("tensor_parallel_size must be at least 1, got %d" % tp_size)
+    for key in ("unit_name", "gateway_unit_name"):
+        if layout.get(key) and not _inputs.unit_name(layout[key]):
+            raise _error("%s %r is not a plain systemd unit name (letters, digits, _ . -; no /)" % (key, layout[key]))
     cap = _positive(layout, "replicas", 0)
     mode = layout.get("gateway", "auto")
     if mode not in GATEWAY_MODES:

@@ -253,6 +253,7 @@ _value:
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
+from ansible_collections.pro6000.inference.plugins.module_utils._inputs import single_line
 from ansible_collections.pro6000.inference.plugins.module_utils._speculative import (
     ALGORITHMS, DDTREE_BUDGET_RANGE, DRAFT_LENGTH_RANGE)
 
@@ -311,7 +312,7 @@ def _integer(wanted, key, low=None, high=None):
             raise AnsibleFilterError("sglang_speculative_plan: %s must be an integer, got %r" % (key, value))
     if (low is not None and value < low) or (high is not None and value > high):
         raise AnsibleFilterError("sglang_speculative_plan: %s is %d, it must lie between %s and %s"
-                                 % (key, value, low, high))
+                                 % (key, value, low, "any" if high is None else high))
     return value
 
 
@@ -500,6 +501,12 @@ def sglang_speculative_plan(wanted, sglang, drafter=None, target=None):
     if wanted.get("enable_metrics"):
         argv += build.flag("--enable-metrics", "metrics")
     argv += _extra_args(wanted.get("extra_args") or [], build, set(a for a in argv if a.startswith("--")))
+    # Each word becomes part of a unit's ExecStart: a newline there would be a line of its own.
+    multiline = [word for word in argv if not single_line(word)]
+    if multiline:
+        raise AnsibleFilterError("sglang_speculative_plan: %s: a command line word holds a newline or another "
+                                 "control character (model_path, served_model_name, extra_args, ...)"
+                                 % ", ".join(repr(word) for word in multiline))
     environment, context = _drafter_context(wanted, served, drafter, target)
     return {"argv": argv, "algorithm": served, "draft_length": draft_length, "ddtree_budget": budget,
             "fallback": note is not None, "note": note, "mamba": mamba, "environment": environment,

@@ -1,0 +1,145 @@
+"""Role sglang_service refuses unit and argument inputs before anything changes, naming the
+variable and why (issue 36, finding 4): the whole role, run by real ansible-playbook on localhost
+in check mode, stops at its first check ("Check the variables", on the controller, before the
+command line is rendered or the host is read for drift); one playbook run for every case.
+The host: SGLang 0.5.23's real parser fact (tests/fixtures/sglang_parser) as ansible_local.sglang,
+and a sysfs tree with four NVIDIA PCI devices that module nvidia_gpu_facts reads (positions 0-3,
+as before a driver is loaded)."""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+FIRST_CHECK = "Check the variables"
+
+# (case, role variables, None when accepted, else what the failure message must contain)
+CASES = [
+    ("accepted", {}, None),
+    ("newline in extra_args", {"sglang_service_extra_args": ["--log-level", "info\nExecStartPre=/bin/sh -c id"]},
+     'sglang_service_extra_args = ["--log-level", "info\\nExecStartPre=/bin/sh -c id"]: must not hold a newline'),
+    ("newline in the gateway's extra_args", {"sglang_service_gateway_extra_args": ["--log-level", "a\nb"]},
+     "sglang_service_gateway_extra_args = "),
+    ("newline in the model path", {"sglang_service_model_path": "/srv/models/a\nUser=root"},
+     'sglang_service_model_path = "/srv/models/a\\nUser=root": must not hold a newline'),
+    ("newline in the host", {"sglang_service_host": "127.0.0.1\nIPAddressAllow=any"},
+     "sglang_service_host = \"127.0.0.1\\nIPAddressAllow=any\": must not hold a newline"),
+    ("replica port past 65535", {"sglang_service_replica_port": 65536},
+     "sglang_service_replica_port = 65536: must be a TCP port, 1 to 65535"),
+    ("last replica past 65535", {"sglang_service_replica_port": 65534},
+     "sglang_service_replica_port + the last GPU's position = 65537: must be a TCP port"),
+    ("negative port", {"sglang_service_port": -1}, "sglang_service_port = -1: must be a TCP port"),
+    ("GPU -1", {"sglang_service_gpus": [-1]}, "sglang_service_gpus = [-1]: every entry must be"),
+    ("GPU true", {"sglang_service_gpus": [True]}, "sglang_service_gpus = [true]: every entry must be"),
+    ("tensor parallel 0", {"sglang_service_tensor_parallel_size": 0},
+     "sglang_service_tensor_parallel_size = 0: must be an integer of at least 1"),
+    ("unit name climbing", {"sglang_service_unit_name": "../../etc/x", "sglang_service_config_dir": "/etc/sglang-x"},
+     'sglang_service_unit_name = "../../etc/x": must be a plain systemd unit name'),
+    # The role's earlier rules moved with the check from module host_state to the controller.
+    ("negative context length", {"sglang_service_context_length": -1},
+     "sglang_service_context_length = -1: must be 0 (the model's own) or a positive number of tokens"),
+]
+
+PLAY = """
+- name: Run role sglang_service for each case, in check mode
+  hosts: localhost
+  connection: local
+  gather_facts: true
+  gather_subset: [min]
+  vars:
+    cases: {cases}
+    outcomes: {{}}
+    sglang_service_speculative_algorithm: dflash
+    sglang_service_model_path: /srv/models/Qwen3.6-27B
+    sglang_service_draft_model_path: /srv/models/Qwen3.6-27B-DFlash
+    sglang_service_gpu_proc_path: {proc}
+    sglang_service_gpu_sys_path: {sys}
+  tasks:
+    - name: Read the recorded SGLang build from this test's fact directory
+      ansible.builtin.setup:
+        gather_subset: ["!all", "!min", "local"]
+        fact_path: {facts}
+    - name: Run one case
+      ansible.builtin.include_tasks: {case_file}
+      loop: "{{{{ cases }}}}"
+      loop_control:
+        loop_var: case
+    - name: Write the outcomes
+      ansible.builtin.copy:
+        dest: {out}
+        content: "{{{{ outcomes | to_json }}}}"
+        mode: "0644"
+      check_mode: false
+"""
+
+CASE = """
+- name: Run the role with this case's variables
+  block:
+    - name: Include the role
+      ansible.builtin.include_role:
+        name: pro6000.inference.sglang_service
+      vars:
+        sglang_service_extra_args: "{{ case.vars.sglang_service_extra_args | default([]) }}"
+        sglang_service_gateway_extra_args: "{{ case.vars.sglang_service_gateway_extra_args | default([]) }}"
+        sglang_service_model_path: "{{ case.vars.sglang_service_model_path | default('/srv/models/Qwen3.6-27B') }}"
+        sglang_service_host: "{{ case.vars.sglang_service_host | default('127.0.0.1') }}"
+        sglang_service_port: "{{ case.vars.sglang_service_port | default(30000) }}"
+        sglang_service_replica_port: "{{ case.vars.sglang_service_replica_port | default(30001) }}"
+        sglang_service_gpus: "{{ case.vars.sglang_service_gpus | default([]) }}"
+        sglang_service_tensor_parallel_size: "{{ case.vars.sglang_service_tensor_parallel_size | default(1) }}"
+        sglang_service_unit_name: "{{ case.vars.sglang_service_unit_name | default('sglang-qwen') }}"
+        sglang_service_config_dir: "{{ case.vars.sglang_service_config_dir | default('/etc/sglang-qwen') }}"
+        sglang_service_context_length: "{{ case.vars.sglang_service_context_length | default(0) }}"
+    - name: Note that it passed
+      ansible.builtin.set_fact:
+        outcomes: "{{ outcomes | combine({case.name: None}) }}"
+  rescue:
+    - name: Note which task failed and why
+      ansible.builtin.set_fact:
+        outcomes: "{{ outcomes | combine({case.name: {'task': ansible_failed_task.name, 'msg': ansible_failed_result.msg}}) }}"
+"""
+
+
+def _host(root):
+    """Four NVIDIA GPUs on the PCI bus (vendor 0x10de, class 0x0302), no driver loaded."""
+    for position in range(4):
+        device = root / "sys" / "bus" / "pci" / "devices" / ("0000:0%d:00.0" % (position + 1))
+        device.mkdir(parents=True)
+        for name, value in (("vendor", "0x10de"), ("device", "0x2bb5"), ("class", "0x030200")):
+            (device / name).write_text(value + "\n")
+    (root / "proc").mkdir()
+    fact = json.loads((REPO / "tests" / "fixtures" / "sglang_parser" / "sglang-0.5.23.json").read_text())
+    fact.update({"python": "/opt/sglang/current/bin/python", "source": "pypi"})
+    (root / "facts.d").mkdir()
+    (root / "facts.d" / "sglang.fact").write_text(json.dumps(fact))
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sglang-service-preflight")
+    _host(root)
+    (root / "case.yml").write_text(CASE)
+    cases = [{"name": name, "vars": variables} for name, variables, _expected in CASES]
+    (root / "play.yml").write_text(PLAY.format(
+        cases=json.dumps(cases), case_file=root / "case.yml", out=root / "outcomes.json",
+        proc=root / "proc", sys=root / "sys", facts=root / "facts.d"))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"), ANSIBLE_INJECT_FACT_VARS="False",
+               ANSIBLE_LOCALHOST_WARNING="False", ANSIBLE_INVENTORY_UNPARSED_WARNING="False",
+               PATH=os.pathsep.join([str(pathlib.Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    done = subprocess.run([shutil.which("ansible-playbook", path=env["PATH"]), "--check", str(root / "play.yml")],
+                          env=env, capture_output=True, text=True, timeout=300, check=False, cwd=root)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return json.loads((root / "outcomes.json").read_text())
+
+
+@pytest.mark.parametrize("name, expected", [(name, expected) for name, _vars, expected in CASES])
+def test_the_first_check_accepts_or_names_the_variable_and_why(outcomes, name, expected):
+    if expected is None:
+        assert outcomes[name] is None
+    else:
+        assert outcomes[name] is not None, "accepted"
+        assert outcomes[name]["task"] == FIRST_CHECK and expected in outcomes[name]["msg"], outcomes[name]
