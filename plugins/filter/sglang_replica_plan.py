@@ -38,7 +38,8 @@ options:
       C(never)), C(unit_name), C(gateway_unit_name), C(host), C(port), C(replica_port) (first loopback port; a
       replica listens on it plus the PCI position of its first GPU), C(gateway_metrics_port),
       C(gateway_policy) (smg's C(--policy), recorded for the smoke gate; default C(cache_aware)),
-      C(enable_metrics).
+      C(gateway_control_plane_key_file) (the root-only file of the key of smg's C(/workers),
+      recorded for the smoke gate), C(enable_metrics).
     type: dict
     required: true
   serves:
@@ -74,7 +75,9 @@ _value:
       type: list
       elements: dict
     gateway:
-      description: C(unit), C(host), C(port), C(url), C(metrics_url), C(metrics_port), C(policy); null without a gateway.
+      description: >-
+        C(unit), C(host), C(port), C(url), C(metrics_url), C(metrics_port), C(policy),
+        C(control_plane_key_file); null without a gateway.
       type: dict
     retire:
       description: Units (names without C(.service)) of the previous record that this layout no longer has.
@@ -266,7 +269,8 @@ def sglang_replica_plan(facts, layout, serves, previous=None):
                    "host": host, "port": port,
                    "url": "http://%s:%d" % (_client_host(host), port), "metrics_port": metrics_port,
                    "metrics_url": "http://%s:%d/metrics" % (LOOPBACK, metrics_port),
-                   "policy": str(layout.get("gateway_policy") or "cache_aware")}
+                   "policy": str(layout.get("gateway_policy") or "cache_aware"),
+                   "control_plane_key_file": layout.get("gateway_control_plane_key_file")}
     units = set(r["unit"] for r in replicas) | ({gateway["unit"]} if gateway else set())
     old = _previous_units(previous or {}, groups)
     retire = sorted(unit for unit in old if unit not in units)
@@ -281,7 +285,8 @@ def sglang_replica_plan(facts, layout, serves, previous=None):
     record.update({
         "url": gateway["url"] if gateway else replicas[0]["url"],
         "unit": gateway["unit"] if gateway else replicas[0]["unit"],
-        "gateway": dict((k, gateway[k]) for k in ("url", "unit", "metrics_url", "policy")) if gateway else None,
+        "gateway": dict((k, gateway[k]) for k in ("url", "unit", "metrics_url", "policy", "control_plane_key_file"))
+        if gateway else None,
         "replicas": [dict((k, r[k]) for k in ("name", "unit", "url", "port", "gpus", "metrics_url"))
                      for r in replicas],
     })

@@ -7,12 +7,14 @@ its command line.
 A failure to build the environment fails these tests: they never skip.
 """
 import hashlib
+import http.server
 import json
 import os
 import pathlib
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -92,8 +94,13 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def status(url, key=None):
-    request = urllib.request.Request(url, headers={"Authorization": "Bearer " + key} if key else {})
+def status(url, key=None, body=None):
+    headers = {"Authorization": "Bearer " + key} if key else {}
+    data = None
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+        data = json.dumps(body).encode()
+    request = urllib.request.Request(url, headers=headers, data=data)
     try:
         with urllib.request.urlopen(request, timeout=5) as answer:
             return answer.status
@@ -103,22 +110,113 @@ def status(url, key=None):
         return 0  # not listening yet
 
 
-def test_the_launcher_takes_the_key_from_its_file_and_keeps_it_out_of_argv(smg_python, tmp_path):
-    (tmp_path / "api-key").write_text(KEY + "\n")
-    (tmp_path / "workers.json").write_text(json.dumps({"version": 1, "workers": []}))
+class Worker(http.server.BaseHTTPRequestHandler):
+    """A replica as smg sees one (the endpoints smg 1.13.0 calls when it registers a worker and
+    forwards a chat), recording the Authorization header of every request it gets."""
+    seen = []
+
+    def _answer(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        Worker.seen.append((self.path, self.headers.get("Authorization")))
+        if self.path.startswith("/v1/chat/completions"):
+            body = {"id": "c", "object": "chat.completion", "model": "m", "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]}
+        elif self.path.startswith("/v1/models"):
+            body = {"object": "list", "data": [{"id": "m", "object": "model", "owned_by": "test"}]}
+        else:
+            body = {"model_path": "m", "tokenizer_path": "m", "is_generation": True}
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def worker():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Worker)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    Worker.seen = []
+    yield "http://127.0.0.1:%d" % server.server_address[1]
+    server.shutdown()
+
+
+def launch(smg_python, tmp_path, workers, api_key=None, control_plane_key=None):
+    """The role's launcher as its unit runs it: the inference key from its file, the control-plane
+    key on standard input (StandardInput=file:)."""
+    (tmp_path / "workers.json").write_text(json.dumps({"version": 1, "workers": [{"url": url} for url in workers]}))
+    environment = dict(os.environ)
+    if api_key:
+        (tmp_path / "api-key").write_text(api_key + "\n")
+        environment["SMG_API_KEY_FILE"] = str(tmp_path / "api-key")
+    (tmp_path / "control-plane-key").write_text((control_plane_key or "") + "\n")
     port, metrics = free_port(), free_port()
-    argv = sglang_gateway_argv(gateway(port, metrics), settings(tmp_path / "workers.json", shutdown_grace=0))
-    server = subprocess.Popen([smg_python, str(LAUNCHER)] + argv, env=dict(os.environ, SMG_API_KEY_FILE=str(tmp_path / "api-key")),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    argv = sglang_gateway_argv(gateway(port, metrics), settings(tmp_path / "workers.json", shutdown_grace=0,
+                                                                health_check_interval=1))
+    with open(tmp_path / "control-plane-key", "rb") as stdin, open(tmp_path / "log", "wb") as log:
+        server = subprocess.Popen([smg_python, str(LAUNCHER)] + argv, env=environment, stdin=stdin,
+                                  stdout=log, stderr=subprocess.STDOUT)
+    return server, "http://127.0.0.1:%d" % port
+
+
+def wait_until_routed(server, url):
+    deadline = time.monotonic() + 60
+    while status(url + "/readiness") != 200:
+        assert server.poll() is None and time.monotonic() < deadline, "the gateway did not start or route"
+        time.sleep(0.5)
+
+
+def stop(server):
+    server.terminate()
+    server.wait(timeout=60)
+
+
+CONTROL_KEY = "control-plane-test-key-0123456789"
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4}
+
+
+def test_the_launcher_takes_the_keys_from_their_files_and_keeps_them_out_of_argv(smg_python, tmp_path, worker):
+    server, url = launch(smg_python, tmp_path, [worker], api_key=KEY, control_plane_key=CONTROL_KEY)
     try:
-        deadline = time.monotonic() + 60
-        while status("http://127.0.0.1:%d/health" % port) != 200:
-            assert server.poll() is None and time.monotonic() < deadline, "the gateway did not start"
-            time.sleep(0.5)
-        assert status("http://127.0.0.1:%d/workers" % port) == 401
-        assert status("http://127.0.0.1:%d/workers" % port, KEY) == 200
+        wait_until_routed(server, url)
         cmdline = pathlib.Path("/proc/%d/cmdline" % server.pid).read_bytes()
-        assert KEY.encode() not in cmdline
+        assert KEY.encode() not in cmdline and CONTROL_KEY.encode() not in cmdline
+        # Standard input was the key's file: the gateway keeps no descriptor of it.
+        assert os.readlink("/proc/%d/fd/0" % server.pid) == os.devnull
+        assert status(url + "/v1/chat/completions", KEY, CHAT) == 200
+        assert status(url + "/v1/chat/completions", None, CHAT) == 401
+        # The replicas get the inference key, never the control-plane key.
+        assert ("/v1/chat/completions", "Bearer " + KEY) in Worker.seen
+        assert all(seen != "Bearer " + CONTROL_KEY for _path, seen in Worker.seen)
     finally:
-        server.terminate()
-        server.wait(timeout=60)
+        stop(server)
+
+
+@pytest.mark.parametrize("api_key", [KEY, None], ids=["inference-key", "no-inference-key"])
+def test_only_the_control_plane_key_opens_the_control_plane(smg_python, tmp_path, worker, api_key):
+    """issue 36: with --api-key alone, smg 1.13.0 let the inference key (or, without one, anyone)
+    register a worker of its own and remove the real ones."""
+    server, url = launch(smg_python, tmp_path, [worker], api_key=api_key, control_plane_key=CONTROL_KEY)
+    try:
+        wait_until_routed(server, url)
+        intruder = {"url": "http://127.0.0.1:9"}
+        for path, body in (("/workers", None), ("/workers", intruder), ("/flush_cache", {}), ("/get_loads", None)):
+            assert status(url + path, None, body) == 401, path
+            assert status(url + path, KEY, body) == 401, path
+        assert status(url + "/workers", CONTROL_KEY) == 200
+        assert status(url + "/v1/chat/completions", api_key, CHAT) == 200
+    finally:
+        stop(server)
+
+
+def test_the_launcher_refuses_to_start_without_a_control_plane_key(smg_python, tmp_path):
+    server, _url = launch(smg_python, tmp_path, [], api_key=KEY)
+    assert server.wait(timeout=60) == 2
+    assert "no control-plane key" in (tmp_path / "log").read_text()

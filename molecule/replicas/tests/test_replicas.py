@@ -10,8 +10,26 @@ TEST_DIR = "/var/lib/replicas-test"
 REPLICAS = {"sglang-qwen-0": (30001, "0,1"), "sglang-qwen-2": (30003, "2,3")}
 
 
+CONTROL_PLANE_KEY_FILE = "/etc/sglang-qwen-gateway/control-plane-key"
+
+
 def curl_json(host, url):
     return json.loads(host.check_output("curl -sf %s", url))
+
+
+def control_plane_key(host):
+    """Read as root, as the role and the smoke gate read it."""
+    return host.file(CONTROL_PLANE_KEY_FILE).content_string.strip()
+
+
+def status(host, url, key=None, body=None):
+    """The HTTP status curl gets; -H and -d only where given."""
+    command = "curl -s -o /dev/null -w '%%{http_code}' %s" % url
+    if key:
+        command += " -H 'Authorization: Bearer %s'" % key
+    if body is not None:
+        command += " -H 'Content-Type: application/json' -d '%s'" % json.dumps(body)
+    return host.check_output(command)
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +74,8 @@ def test_two_replicas_of_two_gpus_each_behind_the_gateway(host):
     assert [(r["name"], r["port"], r["gpus"]) for r in fact["replicas"]] == [
         ("sglang-qwen-0", 30001, ["0", "1"]), ("sglang-qwen-2", 30003, ["2", "3"])]
     assert fact["gateway"] == {"url": "http://127.0.0.1:30000", "unit": "sglang-qwen-gateway.service",
-                               "metrics_url": "http://127.0.0.1:29000/metrics", "policy": "round_robin"}
+                               "metrics_url": "http://127.0.0.1:29000/metrics", "policy": "round_robin",
+                               "control_plane_key_file": CONTROL_PLANE_KEY_FILE}
     assert fact["url"] == "http://127.0.0.1:30000" and fact["draft_length"] == 16
     for name, (port, gpus) in REPLICAS.items():
         assert host.service(name).is_running and host.service(name).is_enabled
@@ -68,7 +87,8 @@ def test_two_replicas_of_two_gpus_each_behind_the_gateway(host):
         assert host.socket("tcp://127.0.0.1:%d" % port).is_listening
     for retired in ("sglang-qwen-1", "sglang-qwen-3", "sglang-qwen"):
         assert host.check_output("systemctl show -p LoadState --value %s.service", retired) == "not-found"
-    workers = curl_json(host, "http://127.0.0.1:30000/workers")["workers"]
+    workers = json.loads(host.check_output("curl -sf -H 'Authorization: Bearer %s' http://127.0.0.1:30000/workers",
+                                           control_plane_key(host)))["workers"]
     assert sorted((w["url"], w["is_healthy"]) for w in workers) == [
         ("http://127.0.0.1:30001", True), ("http://127.0.0.1:30003", True)]
 
@@ -95,3 +115,56 @@ def test_the_gateway_unit_is_sandboxed(host):
                              " sglang-qwen-gateway.service")
     assert set(show.splitlines()) >= {"User=sglang", "NoNewPrivileges=yes", "ProtectSystem=strict",
                                       "MemoryDenyWriteExecute=yes", "PrivateDevices=yes"}
+
+
+# issue 36: with the inference key (or, with none, with no key at all) a client registered a
+# worker of its own at the gateway and removed the real ones, then received every chat.
+INTRUDER = {"url": "http://127.0.0.1:9"}
+# The lab serves without an inference key: the gateway forwards whatever key a client sends.
+INFERENCE_KEY = "an-inference-client-key"
+
+
+def test_only_the_control_plane_key_opens_the_gateways_workers(host):
+    gateway = "http://127.0.0.1:30000"
+    assert status(host, gateway + "/workers", None, INTRUDER) == "401"
+    assert status(host, gateway + "/workers", INFERENCE_KEY, INTRUDER) == "401"
+    assert status(host, gateway + "/flush_cache", INFERENCE_KEY, {}) == "401"
+    assert status(host, gateway + "/workers", control_plane_key(host)) == "200"
+    # smg routes by model: the id it lists.
+    chat = {"model": curl_json(host, gateway + "/v1/models")["data"][0]["id"], "max_tokens": 4,
+            "messages": [{"role": "user", "content": "hello"}]}
+    assert status(host, gateway + "/v1/chat/completions", INFERENCE_KEY, chat) == "200"
+
+
+def test_the_control_plane_key_is_roots_alone_and_no_word_of_the_gateway(host):
+    key_file = host.file(CONTROL_PLANE_KEY_FILE)
+    assert (key_file.user, key_file.group, key_file.mode) == ("root", "root", 0o600)
+    key = control_plane_key(host)
+    assert len(key) >= 32
+    assert host.run("runuser -u sglang -- cat %s", CONTROL_PLANE_KEY_FILE).rc != 0
+    show = host.check_output("systemctl show -p Environment,ExecStart,StandardInput sglang-qwen-gateway.service")
+    assert key not in show and key not in host.file("/etc/systemd/system/sglang-qwen-gateway.service").content_string
+    assert "StandardInput=file" in show.splitlines()
+    pid = host.check_output("systemctl show -p MainPID --value sglang-qwen-gateway.service")
+    assert key not in host.check_output("tr '\\0' ' ' </proc/%s/cmdline", pid)
+    # Read once at start: the gateway keeps no descriptor of the file. (As the service account: the
+    # container's root lacks CAP_SYS_PTRACE, which reading another user's descriptors takes.)
+    assert host.check_output("runuser -u sglang -- readlink /proc/%s/fd/0", pid) == "/dev/null"
+
+
+def test_the_gateway_exchanges_packets_only_with_the_allowed_peers(host):
+    def prefixes(name):
+        # systemd lists each property's prefixes in either order.
+        return sorted(host.check_output("systemctl show -p %s --value sglang-qwen-gateway.service", name).split())
+
+    # Everything denied but loopback (the lab's sglang_service_ip_address_allow), as systemd folds them.
+    assert prefixes("IPAddressDeny") == ["0.0.0.0/0", "::/0"]
+    assert prefixes("IPAddressAllow") == ["127.0.0.0/8", "::1/128"]
+
+
+@pytest.mark.parametrize("unit, ceiling", [("sglang-qwen-gateway", 1.4), ("sglang-qwen-0", 1.7)])
+def test_the_units_are_no_more_exposed_than_before(host, unit, ceiling):
+    last = host.check_output("systemd-analyze security --no-pager %s.service", unit).splitlines()[-1]
+    exposure = float(last.split("level for %s.service: " % unit)[1].split()[0])
+    print("%s: %s" % (unit, last))
+    assert exposure <= ceiling

@@ -21,7 +21,7 @@ SERVES = {"argv": ["--model-path", "/m", "--enable-metrics"], "algorithm": "ddtr
           "served_model_name": None, "draft_model_path": "/d"}
 LAYOUT = {"tensor_parallel_size": 1, "gpus": [], "replicas": 0, "gateway": "auto", "unit_name": "sglang-qwen",
           "host": "0.0.0.0", "port": 30000, "replica_port": 30001, "gateway_metrics_port": 29000,
-          "enable_metrics": True}
+          "gateway_control_plane_key_file": "/etc/sglang-qwen-gateway/control-plane-key", "enable_metrics": True}
 
 
 def plan(devices=GPUS, previous=None, **layout):
@@ -37,11 +37,14 @@ def test_one_replica_per_gpu_in_pci_order_behind_the_gateway():
     assert result["replicas"][2]["argv"] == SERVES["argv"] + ["--host", "127.0.0.1", "--port", "30003"]
     assert result["gateway"] == {"unit": "sglang-qwen-gateway.service", "host": "0.0.0.0", "port": 30000,
                                  "url": "http://127.0.0.1:30000", "metrics_port": 29000,
-                                 "metrics_url": "http://127.0.0.1:29000/metrics", "policy": "cache_aware"}
+                                 "metrics_url": "http://127.0.0.1:29000/metrics", "policy": "cache_aware",
+                                 "control_plane_key_file": "/etc/sglang-qwen-gateway/control-plane-key"}
     record = result["record"]
     assert record["url"] == "http://127.0.0.1:30000" and record["unit"] == "sglang-qwen-gateway.service"
+    # Where the smoke gate reads the key of the gateway's /workers (root's alone).
     assert record["gateway"] == {"url": "http://127.0.0.1:30000", "unit": "sglang-qwen-gateway.service",
-                                 "metrics_url": "http://127.0.0.1:29000/metrics", "policy": "cache_aware"}
+                                 "metrics_url": "http://127.0.0.1:29000/metrics", "policy": "cache_aware",
+                                 "control_plane_key_file": "/etc/sglang-qwen-gateway/control-plane-key"}
     assert record["replicas"][0] == {"name": "sglang-qwen-0", "unit": "sglang-qwen-0.service", "port": 30001,
                                      "url": "http://127.0.0.1:30001", "gpus": ["GPU-1"],
                                      "metrics_url": "http://127.0.0.1:30001/metrics"}
