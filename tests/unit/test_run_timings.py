@@ -92,8 +92,8 @@ def test_the_callback_records_each_tasks_duration_and_the_slowest_come_first(tmp
         + json.dumps(dict(entries[1], task="Started before the record", duration=None)) + "\n"
         + '{"playbook": "converge.yml", "ta')
     slowest, unreadable = timings.slowest_tasks(sorted(records.glob("tasks-*.jsonl")), 2)
-    assert [(e["scenario"], e["task"]) for e in slowest] == [("second", "Second scenario's task"),
-                                                            ("first", "Wait one second")]
+    assert [(e["scenario"], e["task"]) for e in slowest] == [
+        ("second", "Second scenario's task"), ("first", "Wait one second")]
     assert unreadable == 1
 
 
