@@ -18,7 +18,6 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "tests" / "oracle")]
 import build_envs  # noqa: E402
-import oracle  # noqa: E402
 
 KEY = "k3y-with:colons/and+signs=="
 
@@ -52,11 +51,9 @@ def secrets_file(tmp_path_factory):
 
 
 @pytest.mark.parametrize("release", build_envs.RELEASES)
-def test_release_reads_the_key_from_the_rendered_secrets_file(release, secrets_file):
+def test_release_reads_the_key_from_the_rendered_secrets_file(sglang_releases, release, secrets_file):
     argv = ["--model-path", "/srv/models/target", "--config", str(secrets_file), "--port", "30001"]
-    proc = subprocess.run([oracle.interpreter(release), "-c", _MERGE, json.dumps(argv)],
-                          capture_output=True, text=True, timeout=600, check=False,
-                          env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    proc = sglang_releases.interpreter(release).run(_MERGE, [json.dumps(argv)])
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
     assert result["api_key"] == KEY

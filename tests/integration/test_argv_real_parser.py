@@ -225,13 +225,13 @@ CONTROL = [OLD_NAMES, DDTREE_BUDGET, BAD_BACKEND]
 _EXAMINED = {}
 
 
-def examined(rendered, release):
+def examined(rendered, sglang_releases, release):
     """One run of the release's real parser for everything asked of it: ({host: (argv, Verdict)}
     for every unit rendered for the release, the control lines' verdicts, the parser report)."""
     if release not in _EXAMINED:
         units = {host: exec_start(text) for host, (kind, text) in rendered.items()
                  if kind == "service" and host.endswith("-" + release)}
-        report = oracle.examine(release, [argv[3:] for argv in units.values()] + CONTROL)
+        report = sglang_releases.examine(release, [argv[3:] for argv in units.values()] + CONTROL)
         verdicts = report["verdicts"]
         _EXAMINED[release] = ({host: (units[host], verdict) for host, verdict in zip(units, verdicts)},
                               verdicts[len(units):], report)
@@ -263,8 +263,8 @@ def test_every_configuration_is_rendered_or_refused_as_the_release_allows(render
 
 
 @pytest.mark.parametrize("release", RELEASES)
-def test_every_rendered_exec_start_is_accepted_by_the_real_parser(rendered, release):
-    units = examined(rendered, release)[0]
+def test_every_rendered_exec_start_is_accepted_by_the_real_parser(rendered, sglang_releases, release):
+    units = examined(rendered, sglang_releases, release)[0]
     assert units, "no unit rendered for %s" % release
     for host, (argv, verdict) in units.items():
         assert argv[:3] == [sglang_fact(release)["python"], "-m", "sglang.launch_server"], host
@@ -313,10 +313,10 @@ def test_the_fork_serves_ddtree_with_the_budget_the_inventories_ask_for(rendered
 
 
 @pytest.mark.parametrize("release", RELEASES)
-def test_the_captured_reading_is_what_the_release_holds(rendered, release):
+def test_the_captured_reading_is_what_the_release_holds(rendered, sglang_releases, release):
     # tests/fixtures/sglang_parser feeds the unit tests: its options and choices must stay what
     # the release's parser object holds, as the oracle reads it.
-    report = examined(rendered, release)[2]
+    report = examined(rendered, sglang_releases, release)[2]
     fixture = oracle.fact_fixture(release)
     assert fixture["version"] == release
     assert fixture["options"] == sorted(report["options"] + report["hidden"])
@@ -359,8 +359,8 @@ else:
 
 
 @pytest.mark.parametrize("release", [r for r in RELEASES if r not in WITHOUT_DFLASH])
-def test_the_recorded_lazy_verdict_is_what_the_releases_validator_does(release):
-    verdict = oracle.run_code(release, LAZY_CHECK)
+def test_the_recorded_lazy_verdict_is_what_the_releases_validator_does(sglang_releases, release):
+    verdict = sglang_releases.run_code(release, LAZY_CHECK)
     fixture = oracle.fact_fixture(release)
     assert fixture["mamba_lazy_with_speculation"] is (verdict["refused"] is None), verdict
     assert (release in LAZY_WITH_DFLASH) is (verdict["refused"] is None), verdict
@@ -411,8 +411,8 @@ print(json.dumps(found))
 
 
 @pytest.mark.parametrize("release", [r for r in RELEASES if r not in WITHOUT_DFLASH])
-def test_a_drafter_declaring_a_shorter_context_needs_the_overwrite_in_every_dflash_release(release):
-    found = oracle.run_code(release, CONTEXT_CHECK)
+def test_a_drafter_declaring_a_shorter_context_needs_the_overwrite_in_every_dflash_release(sglang_releases, release):
+    found = sglang_releases.run_code(release, CONTEXT_CHECK)
     assert found["aligned"] is True, found
     assert "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1" in found["unset"]["error"], found
     assert found["1"] == {"context_len": 262144, "drafter_max": 262144}, found
@@ -425,8 +425,8 @@ def test_the_module_reads_the_real_release_as_captured():
 
 @pytest.mark.parametrize("release, old_accepted", [("0.5.14", True), ("0.5.19", True), ("0.5.21", False),
                                                    ("0.5.23", False)])
-def test_the_oracle_tells_accepted_from_rejected(rendered, release, old_accepted):
-    old, budget, backend = examined(rendered, release)[1]
+def test_the_oracle_tells_accepted_from_rejected(rendered, sglang_releases, release, old_accepted):
+    old, budget, backend = examined(rendered, sglang_releases, release)[1]
     assert old.accepted is old_accepted, (release, old.error)
     if not old_accepted:
         assert "unrecognized arguments: --speculative-dflash-draft-window-size" in old.error

@@ -2,7 +2,8 @@
 role's defaults and the lab's values), checked against the REAL parser of the smg release the
 role pins (PyPI wheel, installed once into a cached virtual environment), and the role's
 launcher run with that release: the API key from its file guards the gateway and is no word of
-its command line.
+its command line. Every command line is parsed by one interpreter that imported smg's parser
+once (tests/oracle/oracle.py, WarmInterpreter).
 
 A failure to build the environment fails these tests: they never skip.
 """
@@ -23,7 +24,8 @@ import pytest
 import yaml
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO / "collections")]
+sys.path[:0] = [str(REPO / "collections"), str(REPO / "tests" / "oracle")]
+import oracle  # noqa: E402
 from ansible_collections.pro6000.inference.plugins.filter.sglang_gateway_argv import sglang_gateway_argv  # noqa: E402
 from ansible_collections.pro6000.inference.plugins.filter.sglang_replica_plan import sglang_replica_plan  # noqa: E402
 
@@ -47,6 +49,14 @@ def smg_python():
     return str(python)
 
 
+@pytest.fixture(scope="module")
+def smg_parser(smg_python):
+    """The pinned release's interpreter with smg's parser imported, for every command line here."""
+    parser = oracle.WarmInterpreter(smg_python, ["smg.launch_router"])
+    yield parser
+    parser.close()
+
+
 def gateway(port=30000, metrics_port=29000):
     gpus = [{"uuid": "GPU-%d" % i, "pci_bus_id": "00000000:%02X:00.0" % (i + 1)} for i in range(4)]
     layout = {"tensor_parallel_size": 1, "gateway": "auto", "unit_name": "sglang-qwen", "host": "127.0.0.1",
@@ -65,25 +75,25 @@ def settings(manifest, **override):
     return found
 
 
-def parse(python, argv):
-    return subprocess.run([python, "-c", PARSE, json.dumps(argv)], capture_output=True, text=True, check=False)
+def parse(smg_parser, argv):
+    return smg_parser.run(PARSE, [json.dumps(argv)])
 
 
-def test_the_rendered_gateway_command_line_is_accepted_by_the_pinned_release(smg_python, tmp_path):
+def test_the_rendered_gateway_command_line_is_accepted_by_the_pinned_release(smg_parser, tmp_path):
     argv = sglang_gateway_argv(gateway(), settings(tmp_path / "workers.json"))
-    done = parse(smg_python, argv + ["--api-key", KEY])  # the launcher adds the key this way
+    done = parse(smg_parser, argv + ["--api-key", KEY])  # the launcher adds the key this way
     assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.parametrize("policy", ["cache_aware", "round_robin", "power_of_two", "least_load"])
-def test_every_policy_the_role_offers_is_one_the_release_has(smg_python, tmp_path, policy):
-    done = parse(smg_python, sglang_gateway_argv(gateway(), settings(tmp_path / "w.json", policy=policy)))
+def test_every_policy_the_role_offers_is_one_the_release_has(smg_parser, tmp_path, policy):
+    done = parse(smg_parser, sglang_gateway_argv(gateway(), settings(tmp_path / "w.json", policy=policy)))
     assert done.returncode == 0, done.stderr
 
 
-def test_the_parser_refuses_what_the_release_lacks(smg_python, tmp_path):
+def test_the_parser_refuses_what_the_release_lacks(smg_parser, tmp_path):
     # sglang-router's name of the startup interval: not a flag of smg, so the oracle says so.
-    done = parse(smg_python, sglang_gateway_argv(gateway(), settings(
+    done = parse(smg_parser, sglang_gateway_argv(gateway(), settings(
         tmp_path / "w.json", extra_args=["--worker-startup-check-interval-secs", "1"])))
     assert done.returncode == 2 and "unrecognized arguments" in done.stderr
 

@@ -7,7 +7,14 @@
 # the CPU busy. Lint starts first (a broken lint shows within minutes), then the two longest
 # stages (the newest-line lane, the execution environment) beside pytest and the other static
 # checks, then the scenarios in the order given, longest first, so that the run ends on short ones.
+#
+# After the stage table it says where the time went: the set-up before this script (`make test`
+# passes the time it started in PRO6000_SETUP_STARTED), the 20 slowest pytest phases and the 20
+# slowest Ansible tasks of the scenarios (tests/scripts/timings.py).
 set -uo pipefail
+# make test's prerequisites (virtual environments, Docker engine, base images) ran before this.
+setup_seconds=
+[ -z "${PRO6000_SETUP_STARTED:-}" ] || setup_seconds=$(($(date +%s) - PRO6000_SETUP_STARTED))
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top" || exit 1
 logs=build/logs
@@ -41,7 +48,7 @@ add lint tests/scripts/lint.sh
 # The two longest stages next, so that they do not end the run; each waits on containers and
 # image builds for much of its time.
 add newest-lane tests/scripts/newest-lane.sh
-add pytest python -m pytest tests/unit tests/integration chatops/tests -q -rfE
+add pytest python -m pytest tests/unit tests/integration chatops/tests -q -rfE --durations=20
 add execution-environment tests/scripts/ee.sh
 add sanity tests/scripts/sanity.sh
 add collection-build collection_build
@@ -70,7 +77,8 @@ done
 # Containers left by an interrupted run would be reused by Molecule's create instead of started
 # fresh.
 docker ps -aq --filter "label=$label=$top" | xargs -r docker rm -f >/dev/null
-rm -f "$logs"/*.status
+# Task records (callback lane_record, enabled in .config/molecule/config.yml) are appended to.
+rm -f "$logs"/*.status "$logs"/tasks-*.jsonl
 jobs_max=${TEST_JOBS:-2}
 for i in "${!names[@]}"; do
   while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
@@ -95,6 +103,9 @@ for name in "${names[@]}"; do
   fi
 done
 
+echo
+echo "set-up before this script: ${setup_seconds:-not measured (run through make test)}${setup_seconds:+ s}"
+python tests/scripts/timings.py --count 20 --pytest-log "$logs/pytest.log" --task-records "$logs"
 echo
 echo "total: $SECONDS s"
 echo "passed: ${passed[*]:-none}"
