@@ -118,7 +118,7 @@ options:
       - Name of the manifest (JSON with C(files), each C(path), C(size), C(sha256)) at the root of a
         mirror revision or a source path. A source path without one is hashed before copying.
       - A relative path inside the revision or source path (no leading C(/), no C(..), no control
-        characters): anything else is refused before anything is read.
+        characters), or the run fails before anything is read.
     type: str
     default: manifest.json
   allow_patterns:
@@ -167,7 +167,7 @@ options:
   owner:
     description:
       - User that owns the staged files. Keep the default V(root) and let the service read the
-        files through O(group): an owner may rewrite its files, and a quick check (O(verify=quick))
+        files through O(group), since an owner may rewrite its files and a quick check (O(verify=quick))
         trusts sizes and times.
       - The directories (C(<dest>.revs/), each copy and everything under them), the marker, the
         journal and C(<dest>.revs/.lock) always belong to the user the module runs as (root),
