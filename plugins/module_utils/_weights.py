@@ -1000,7 +1000,8 @@ def open_lock(revs):
 
 
 def fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    # Only read: the model root (the link's directory) may itself be a link to a larger disk.
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
     finally:

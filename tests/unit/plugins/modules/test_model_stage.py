@@ -807,3 +807,12 @@ def test_a_file_name_that_is_not_utf8_is_refused_before_anything_is_staged(doubl
     result = run(service_user_args(doubles, models, source))
     assert result["failed"] and f"source_path {source} holds a name that is not UTF-8" in result["msg"]
     assert not models.exists()
+
+
+def test_a_model_root_that_is_a_link_to_another_disk_still_works(doubles, models, tmp_path):
+    # Links are refused inside <dest>.revs only: a site may keep the model root on a larger disk.
+    (tmp_path / "disk").mkdir()
+    models.symlink_to(tmp_path / "disk")
+    result = run(mirror_args(doubles, models))
+    assert result["changed"] and not result.get("failed"), result.get("msg")
+    assert os.path.realpath(models / "Qwen3.6-27B") == str(tmp_path / "disk" / "Qwen3.6-27B.revs" / commit(TARGET, "v1"))
