@@ -8,8 +8,8 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 MODELS = [{"name": "Qwen3.6-27B", "kind": "target", "repo_id": "Qwen/Qwen3.6-27B", "revision": COMMIT}]
 
 
-def broken(root="/srv/models", manifest_name="manifest.json", path_root="", models=MODELS, source="hub"):
-    rules = model_weights_rules(models, source, False, False,
+def broken(root="/srv/models", manifest_name="manifest.json", path_root="", models=None, source="hub"):
+    rules = model_weights_rules(models or MODELS, source, False, False,
                                 {"root": root, "path_root": path_root, "manifest_name": manifest_name})
     return {rule["name"]: rule["value"] for rule in rules if not rule["rule"]}
 
