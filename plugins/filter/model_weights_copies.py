@@ -14,7 +14,8 @@ description:
   - For every model of C(model_weights_models), C(path) (C(<root>/<name>), the link
     M(pro6000.inference.model_stage) manages) and C(identity), the keys model_stage writes into
     the marker of the copy it stages (C(source), C(repo_id), C(revision), the sorted patterns),
-    as M(pro6000.inference.host_state)'s O(pro6000.inference.host_state#module:weights) takes them.
+    as M(pro6000.inference.host_state)'s O(pro6000.inference.host_state#module:weights) takes them,
+    with the owner (root), group and modes model_stage gives the copy.
 options:
   _input:
     description: C(model_weights_models).
@@ -29,6 +30,18 @@ options:
     description: C(model_weights_source), a model's source when it names none.
     type: str
     required: true
+  group:
+    description: The group that reads the weights (C(common_service_group)); the owner is root.
+    type: str
+    required: true
+  dir_mode:
+    description: C(model_weights_dir_mode).
+    type: str
+    required: true
+  file_mode:
+    description: C(model_weights_file_mode).
+    type: str
+    required: true
 author:
   - pro6000.inference developers
 """
@@ -36,12 +49,14 @@ author:
 EXAMPLES = r"""
 - name: Compare the staged copies with the wanted models
   pro6000.inference.host_state:
-    weights: "{{ model_weights_models | pro6000.inference.model_weights_copies(model_weights_root, model_weights_source) }}"
+    weights: >-
+      {{ model_weights_models | pro6000.inference.model_weights_copies(model_weights_root, model_weights_source,
+         common_service_group, model_weights_dir_mode, model_weights_file_mode) }}
 """
 
 RETURN = r"""
 _value:
-  description: One mapping per model, C(path) and C(identity).
+  description: One mapping per model, C(path), C(identity), C(owner), C(group), C(dir_mode) and C(file_mode).
   type: list
   elements: dict
 """
@@ -49,10 +64,11 @@ _value:
 from ansible_collections.pro6000.inference.plugins.module_utils._weights import marker_identity
 
 
-def model_weights_copies(models, root, source):
+def model_weights_copies(models, root, source, group, dir_mode, file_mode):
     return [{"path": "%s/%s" % (root.rstrip("/"), model["name"]),
              "identity": marker_identity(model.get("source") or source, model.get("repo_id"), model["revision"],
-                                         model.get("allow_patterns"), model.get("ignore_patterns"))}
+                                         model.get("allow_patterns"), model.get("ignore_patterns")),
+             "owner": "root", "group": group, "dir_mode": dir_mode, "file_mode": file_mode}
             for model in models]
 
 

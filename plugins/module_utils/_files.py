@@ -16,7 +16,9 @@ def replace_file(path, content, mode, move):
     path with move (the modules pass AnsibleModule.atomic_move, which keeps SELinux contexts).
 
     atomic_move gives a new file the umask's mode and an existing one its old mode, whatever the
-    temporary file had, so the mode asked for is set once the file is in place.
+    temporary file had, so the mode asked for is set once the file is in place: on the file opened
+    without following a link (fchmod), so that a link planted at path is refused (ELOOP), never
+    re-moded through.
     """
     descriptor, temporary = tempfile.mkstemp(dir=os.path.dirname(path) or ".", prefix=".%s." % os.path.basename(path))
     try:
@@ -25,7 +27,11 @@ def replace_file(path, content, mode, move):
             stream.flush()
             os.fsync(stream.fileno())
         move(temporary, path)
-        os.chmod(path, mode)
+        placed = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            os.fchmod(placed, mode)
+        finally:
+            os.close(placed)
     finally:
         if os.path.lexists(temporary):
             os.unlink(temporary)

@@ -33,6 +33,9 @@ from ansible_collections.pro6000.inference.plugins.module_utils._files import re
 
 MARKER_NAME = ".model_weights.json"
 JOURNAL_NAME = ".model_weights.staging.json"
+LOCK_NAME = ".lock"
+# The module's own records in a copy: owned by the user the module runs as, whatever owns the files.
+RECORD_MODES = {MARKER_NAME: None, JOURNAL_NAME: 0o600}
 STAGING_PREFIX = ".staging-"
 CHUNK = 8 * 1024 * 1024
 # Transfers move 1 MiB at a time: a piece that stays in the core's L2 cache between landing in
@@ -62,6 +65,7 @@ SOURCE_SYMLINKS = ("refuse", "copy")
 # Every file the module opens is opened without following a link at its last component; a
 # FIFO in a source must not block the run, so reading opens never wait for a writer.
 NOFOLLOW_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+NOFOLLOW_DIR = NOFOLLOW_READ | os.O_DIRECTORY
 
 
 class WeightsError(Exception):
@@ -105,6 +109,35 @@ def passes(check, value):
     return True
 
 
+def check_dir_path(path, name):
+    """An absolute, normalised directory path below / of printable UTF-8 (a newline would end a
+    line of what names it, "/" would make the model root the file system's)."""
+    if (not isinstance(path, str) or not path.startswith("/") or path == "/" or os.path.normpath(path) != path
+            or not path.isprintable() or not utf8(path)):
+        raise WeightsError("%s %r must be an absolute, normalised directory path other than '/', without '~', '..', "
+                           "'.', a trailing '/' or control characters" % (name, path))
+    return path
+
+
+def check_manifest_name(manifest_name, name="manifest_name"):
+    """A manifest is read from inside the source: a relative path that stays there."""
+    parts = manifest_name.split("/") if isinstance(manifest_name, str) else [""]
+    if (not isinstance(manifest_name, str) or manifest_name.startswith("/") or any(part in ("", ".", "..") for part in parts)
+            or not manifest_name.isprintable() or "\\" in manifest_name or not utf8(manifest_name)):
+        raise WeightsError("%s %r must be a file name inside the mirror's revision or the source path: relative, "
+                           "without '..', '.', empty parts or control characters" % (name, manifest_name))
+    return manifest_name
+
+
+def utf8(text):
+    """Whether text encodes as UTF-8 (a file name of undecodable bytes carries lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_url(url, name):
     """Only http and https: urllib would read file:// and ftp:// as well."""
     scheme = urlsplit(url or "").scheme.lower()
@@ -117,7 +150,8 @@ def check_url(url, name):
 
 def check_relpath(path):
     """Return a repository-relative path, refusing anything that could leave the tree."""
-    if not isinstance(path, str) or not path or path.startswith("/") or "\\" in path:
+    if not isinstance(path, str) or not path or path.startswith("/") or "\\" in path or not utf8(path) \
+            or not path.isprintable():
         raise WeightsError("unsafe file path in manifest: %r" % (path,))
     parts = path.split("/")
     if any(part in ("", ".", "..") for part in parts):
@@ -726,10 +760,11 @@ def _check_hardlink(src_fd, src, part_path, entry, src_path, on_bytes):
 # --------------------------------------------------------------------------- tree state
 
 def read_json(path):
+    """The JSON document in the regular file at path; None for anything else (a link is not followed)."""
     try:
-        with open(path) as stream:
-            return json.load(stream)
-    except (IOError, OSError, ValueError):
+        with os.fdopen(open_regular(path), "rb") as stream:
+            return json.loads(stream.read().decode("utf-8"))
+    except (IOError, OSError, ValueError, WeightsError):
         return None
 
 
@@ -819,19 +854,28 @@ def quick_check(root, marker, verify_all, workers):
     return sorted(bad + mismatched), refreshed
 
 
-def apply_ownership(path, uid, gid, mode, dry_run=False, shared=()):
+def open_nofollow(path, flags=NOFOLLOW_READ, dir_fd=None):
+    """os.open that refuses a link at path's last component with a WeightsError naming it; with
+    dir_fd, the last component is opened relative to that directory (openat)."""
+    try:
+        return os.open(path if dir_fd is None else os.path.basename(path), flags, 0o600, dir_fd=dir_fd)
+    except OSError as exc:
+        # O_NOFOLLOW answers ELOOP for a link; with O_DIRECTORY, ENOTDIR.
+        if exc.errno == errno.ELOOP or exc.errno == errno.ENOTDIR and os.path.islink(path):
+            raise WeightsError("%s is a symbolic link: refused (root never writes through a link; the copies hold "
+                               "only files and directories the module made; remove it)" % path)
+        raise
+
+
+def apply_ownership(path, uid, gid, mode, dry_run=False, shared=(), dir_fd=None):
     """chown/chmod one file or directory the module made (or only tell, with dry_run) on the fd
-    it opens without following a link; return True when something differs.
+    it opens without following a link (path relative to dir_fd when given); return True when
+    something differs.
 
     A link is refused (WeightsError); an inode in ``shared`` (hard links of files outside the
     module's copies, see outside_links) is left as it is, since changing it changes them too.
     """
-    try:
-        fd = os.open(path, NOFOLLOW_READ)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise WeightsError("%s is a symbolic link; a staged copy holds only files and directories" % path)
-        raise
+    fd = open_nofollow(path, dir_fd=dir_fd)
     try:
         stat = os.fstat(fd)
         if (stat.st_dev, stat.st_ino) in shared:
@@ -848,13 +892,34 @@ def apply_ownership(path, uid, gid, mode, dry_run=False, shared=()):
     return wrong_owner or wrong_mode
 
 
-def apply_tree_ownership(root, uid, gid, dir_mode, file_mode, dry_run=False, shared=()):
-    changed = apply_ownership(root, uid, gid, dir_mode, dry_run)
-    for base, dirs, names in os.walk(root):
-        for name in dirs:
-            changed = apply_ownership(os.path.join(base, name), uid, gid, dir_mode, dry_run) or changed
-        for name in names:
-            changed = apply_ownership(os.path.join(base, name), uid, gid, file_mode, dry_run, shared) or changed
+def apply_tree_ownership(root, uid, gid, dir_mode, file_mode, dry_run=False, shared=(), links="refuse"):
+    """Own a tree the module keeps: the files by uid, the directories and the module's records
+    (marker, journal) by the user the module runs as (root), since root later creates, renames
+    and writes there; all by gid. Walked from directory descriptors (os.fwalk, each one opened
+    without following a link and only descended into where it is the directory listed), so a
+    link swapped in anywhere cannot lead root's fchown/fchmod out of the tree. A link found is
+    refused (WeightsError), or with links="remove" (a staging directory, whose links are
+    leftovers) unlinked, never followed. Returns whether anything differs (or would, dry_run).
+    """
+    owner = os.geteuid()
+    changed = apply_ownership(root, owner, gid, dir_mode, dry_run)
+    for base, dirs, names, base_fd in os.fwalk(root):
+        for name in list(dirs) + names:
+            if links == "remove" and statmod.S_ISLNK(os.lstat(name, dir_fd=base_fd).st_mode):
+                changed = True
+                if not dry_run:
+                    os.unlink(name, dir_fd=base_fd)
+                if name in dirs:
+                    dirs.remove(name)
+                continue
+            if name in dirs:
+                changed = apply_ownership(os.path.join(base, name), owner, gid, dir_mode, dry_run,
+                                          dir_fd=base_fd) or changed
+                continue
+            record = base == root and name in RECORD_MODES
+            changed = apply_ownership(os.path.join(base, name), owner if record else uid, gid,
+                                      RECORD_MODES[name] or file_mode if record else file_mode, dry_run, shared,
+                                      dir_fd=base_fd) or changed
     return changed
 
 
@@ -913,8 +978,30 @@ def switch_link(link, target):
     fsync_dir(os.path.dirname(link))
 
 
+def open_lock(revs):
+    """The fd of <revs>/.lock for flock, opened for writing from a descriptor of revs without
+    following a link at either: a link (or anything but a regular file) planted there is refused,
+    and the file it leads to is left as it is (never truncated: the lock is opened, not emptied)."""
+    path = os.path.join(revs, LOCK_NAME)
+    dir_fd = open_nofollow(revs, NOFOLLOW_DIR)
+    try:
+        fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0),
+                           dir_fd=dir_fd)
+    except OSError as exc:  # a FIFO without a reader (ENXIO), a directory (EISDIR)
+        raise WeightsError("%s cannot be opened as the module's lock: %s" % (path, exc.strerror))
+    finally:
+        os.close(dir_fd)
+    if not statmod.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise WeightsError("%s is not a regular file: refused as the module's lock" % path)
+    os.fchown(fd, os.geteuid(), os.getegid())
+    os.fchmod(fd, 0o600)
+    return fd
+
+
 def fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY)
+    # Only read: the model root (the link's directory) may itself be a link to a larger disk.
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
     finally:

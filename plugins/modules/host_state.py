@@ -156,6 +156,26 @@ options:
         description: Marker keys and the values they must hold (C(source), C(repo_id), C(revision), the patterns).
         type: dict
         default: {}
+      owner:
+        description:
+          - Owner of the copy's files, as model_stage's O(pro6000.inference.model_stage#module:owner).
+            The directories (C(<path>.revs/) and the copy's) and the marker must belong to the user
+            this module runs as, as model_stage leaves them.
+        type: str
+        default: root
+      group:
+        description:
+          - Group of C(<path>.revs/) and of everything in the copy. Without it, owner, group and
+            modes are not compared.
+        type: str
+      dir_mode:
+        description: Octal mode of C(<path>.revs/) and the copy's directories.
+        type: str
+        default: "0755"
+      file_mode:
+        description: Octal mode of the copy's files and marker.
+        type: str
+        default: "0644"
   record:
     description:
       - The local fact file a role wrote (C(<fact_path>/<name>.fact), JSON) and the values some
@@ -263,7 +283,9 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.pro6000.inference.plugins.module_utils._weights import copy_marker, link_target, quick_check
+from ansible_collections.pro6000.inference.plugins.module_utils._weights import (
+    WeightsError, apply_ownership, apply_tree_ownership, copy_marker, link_target, outside_links, quick_check,
+)
 
 FILE_TYPES = {"file": stat.S_ISREG, "directory": stat.S_ISDIR, "link": stat.S_ISLNK}
 # systemctl is-enabled answers with success for these (systemctl(1), is-enabled).
@@ -336,7 +358,31 @@ def weights_drift(spec):
         drift.append("weights %s: missing or changed since verified: %s" % (path, ", ".join(bad)))
     if touched:
         drift.append("weights %s: touched since verified (content intact): %s" % (path, ", ".join(sorted(touched))))
-    return drift
+    return drift + ownership_drift(path, target, spec)
+
+
+def ownership_drift(path, copy, spec):
+    """Owner, group and modes of <path>.revs and the copy as model_stage gives them (its own
+    apply_tree_ownership, told only): directories and records the user this runs as (root)."""
+    if spec["group"] is None:
+        return []
+    try:
+        uid = pwd.getpwnam(spec["owner"]).pw_uid
+        gid = grp.getgrnam(spec["group"]).gr_gid
+    except KeyError:
+        return ["weights %s: owner %s or group %s does not exist" % (path, spec["owner"], spec["group"])]
+    revs = path + ".revs"
+    dir_mode, file_mode = int(spec["dir_mode"], 8), int(spec["file_mode"], 8)
+    try:
+        differs = apply_ownership(revs, os.geteuid(), gid, dir_mode, dry_run=True) or apply_tree_ownership(
+            copy, uid, gid, dir_mode, file_mode, dry_run=True, shared=outside_links(revs))
+    except WeightsError as exc:
+        return ["weights %s: %s" % (path, exc)]
+    if not differs:
+        return []
+    return ["weights %s: owner, group or mode in %s differ from the wanted ones (directories and the marker root's, "
+            "files %s's, group %s, modes %s and %s)" % (path, revs, spec["owner"], spec["group"], spec["dir_mode"],
+                                                        spec["file_mode"])]
 
 
 def read_packages(module, names):
@@ -481,6 +527,10 @@ def main():
             weights=dict(type="list", elements="dict", default=[], options=dict(
                 path=dict(type="path", required=True),
                 identity=dict(type="dict", default={}),
+                owner=dict(type="str", default="root"),
+                group=dict(type="str"),
+                dir_mode=dict(type="str", default="0755"),
+                file_mode=dict(type="str", default="0644"),
             )),
             record=dict(type="dict", options=dict(
                 name=dict(type="str", required=True),

@@ -117,6 +117,8 @@ options:
     description:
       - Name of the manifest (JSON with C(files), each C(path), C(size), C(sha256)) at the root of a
         mirror revision or a source path. A source path without one is hashed before copying.
+      - A relative path inside the revision or source path (no leading C(/), no C(..), no control
+        characters), or the run fails before anything is read.
     type: str
     default: manifest.json
   allow_patterns:
@@ -164,22 +166,31 @@ options:
     type: path
   owner:
     description:
-      - User that owns the staged files (the service user).
+      - User that owns the staged files. Keep the default V(root) and let the service read the
+        files through O(group), since an owner may rewrite its files and a quick check (O(verify=quick))
+        trusts sizes and times.
+      - The directories (C(<dest>.revs/), each copy and everything under them), the marker, the
+        journal and C(<dest>.revs/.lock) always belong to the user the module runs as (root),
+        whatever O(owner) is, since root later creates, renames and writes files there; a
+        directory another account owned could hold a link root would follow. A run takes over
+        (re-owns) what an earlier layout gave the service user, without fetching anything again.
     type: str
     default: root
   group:
     description:
-      - Group that owns the staged files.
+      - Group of the staged files and directories (the service's group, which reads the weights).
     type: str
     default: root
   dir_mode:
     description:
-      - Octal mode of staged directories.
+      - Octal mode of staged directories. The group and others may not write (no C(0o022) bits)
+        nor any special bit be set.
     type: str
     default: "0755"
   file_mode:
     description:
-      - Octal mode of staged files.
+      - Octal mode of staged files and of the marker. The group and others may not write (no
+        C(0o022) bits) nor any special bit be set.
     type: str
     default: "0644"
   workers:
@@ -234,6 +245,11 @@ notes:
     the module ends (C(PR_SET_PDEATHSIG)); it holds the module's lock on C(<dest>.revs/.lock)
     while it lives.
   - URLs in messages lose their query strings (signed CDN URLs carry their signature there).
+  - Root never follows a link in C(<dest>.revs/) - the lock, the journal, the marker and every
+    file whose owner or mode it sets are opened with C(O_NOFOLLOW) (the lock from a descriptor of
+    the directory), modes set with C(fchmod) on the opened file, trees walked from directory
+    descriptors; a link found where the lock or a copy's file belongs fails the run naming it.
+  - File names that are not UTF-8 in O(source_path) are refused before anything is staged.
 """
 
 EXAMPLES = r"""
@@ -350,18 +366,24 @@ import os
 import pwd
 import re
 import shutil
+import stat as statmod
 import threading
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.pro6000.inference.plugins.module_utils._weights import (
-    COMMIT_RE, JOURNAL_NAME, LINK_MODES, MARKER_NAME, SOURCE_SYMLINKS, STAGING_PREFIX, HttpSource, Journal,
-    WeightsError, apply_ownership, apply_tree_ownership, check_against_lock, check_repo_id, check_revision, check_url,
-    copy_local, copy_marker, drafter_facts, file_digest, free_bytes, fsync_dir, human_bytes, is_regular, link_target,
-    load_config, lock_files, make_parents, manifest_bytes, marker_identity, mask_secrets, normalize_manifest,
-    open_regular, outside_links, parallel_map, parse_manifest_document, quick_check, read_json, resolve_source,
-    switch_link, target_facts, transfer, verify_files, write_json_atomic,
+    COMMIT_RE, JOURNAL_NAME, LINK_MODES, LOCK_NAME, MARKER_NAME, SOURCE_SYMLINKS, STAGING_PREFIX, HttpSource,
+    Journal, WeightsError, apply_ownership, apply_tree_ownership, check_against_lock, check_manifest_name,
+    check_repo_id, check_revision, check_url, copy_local, copy_marker, drafter_facts, file_digest, free_bytes,
+    fsync_dir, human_bytes, is_regular, link_target, load_config, lock_files, make_parents, manifest_bytes,
+    marker_identity, mask_secrets, normalize_manifest, open_lock, open_regular, outside_links, parallel_map,
+    parse_manifest_document, quick_check, read_json, resolve_source, switch_link, target_facts, transfer, utf8,
+    verify_files, write_json_atomic,
 )
 from ansible_collections.pro6000.inference.plugins.module_utils._weights_hub import helper_environment, run_helper
+
+
+# The hub client's home (HF_HOME) while it runs, in <dest>.revs.
+HF_HOME = ".hf-home"
 
 
 def safe_name(text):
@@ -416,7 +438,7 @@ class Stager:
 
     def hub_env(self):
         return helper_environment(os.environ, self.params["hub_endpoint"], self.params["hub_token"],
-                                  os.path.join(self.revs, ".hf-home"), self.params["ca_file"], self.params["timeout"])
+                                  os.path.join(self.revs, HF_HOME), self.params["ca_file"], self.params["timeout"])
 
     def hub_request(self, command, **request):
         request.update(command=command, repo_id=self.params["repo_id"], timeout=self.params["timeout"],
@@ -484,6 +506,9 @@ class Stager:
             # Links to directories are not walked into, but one that leads out is refused too.
             for name in dirs + names:
                 rel = os.path.relpath(os.path.join(base, name), root)
+                if not utf8(rel):
+                    raise WeightsError("source_path %s holds a name that is not UTF-8 (%r): refused before anything is "
+                                       "staged, since it cannot be reported or recorded; rename it" % (root, rel))
                 if rel == manifest_name or name.startswith("."):
                     continue
                 real = self.source_file(rel)
@@ -587,9 +612,8 @@ class Stager:
         """The current copy is the wanted one and intact: fix ownership if needed, record the new
         times of files that were touched but still match (so they are not hashed again), report."""
         self.result.update(self.validate(current))
+        changed = self.own_revs(dry_run=self.module.check_mode)
         shared = outside_links(self.revs)
-        changed = apply_tree_ownership(current, self.uid, self.gid, self.dir_mode, self.file_mode,
-                                       dry_run=self.module.check_mode, shared=shared)
         self.warn_shared(current, marker["files"], shared)
         if refreshed and not self.module.check_mode:
             for path, state in refreshed.items():
@@ -612,9 +636,10 @@ class Stager:
                              "link_mode copy to own them" % (len(left), root, self.revs, left[0]))
 
     def write_marker(self, root, marker):
+        """The marker is the module's record: root's (in root's directory), readable as the files are."""
         path = os.path.join(root, MARKER_NAME)
         write_json_atomic(path, marker, self.file_mode, self.move)
-        apply_ownership(path, self.uid, self.gid, self.file_mode)
+        apply_ownership(path, os.geteuid(), self.gid, self.file_mode)
 
     def summary(self, root, marker):
         files = marker["files"]
@@ -627,27 +652,57 @@ class Stager:
                            revision_dir=staging)
         if self.module.check_mode:
             return self.result
-        self.make_dir(self.revs)
-        with open(os.path.join(self.revs, ".lock"), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            self.lock_fd = lock.fileno()
-            self.make_dir(staging)
+        if not os.path.lexists(self.revs):
+            os.makedirs(self.revs, mode=0o700)
+        self.own_revs()
+        self.lock_fd = open_lock(self.revs)
+        try:
+            fcntl.flock(self.lock_fd, fcntl.LOCK_EX)
+            if not os.path.lexists(staging):
+                os.mkdir(staging, 0o700)
+            apply_ownership(staging, os.geteuid(), self.gid, self.dir_mode)
             self.fill(staging, files, commit, current)
             self.result.update(self.validate(staging))
             final = self.publish(staging, files, commit)
+        finally:
+            os.close(self.lock_fd)
+            self.lock_fd = None
         self.result["revision_dir"] = final
         return self.result
 
-    def make_dir(self, path):
-        if not os.path.isdir(path):
-            os.makedirs(path)
-        apply_ownership(path, self.uid, self.gid, self.dir_mode)
+    def own_revs(self, dry_run=False):
+        """Give <dest>.revs and what it holds to root (the files to owner), group group.
+
+        An earlier layout gave them to the service user, who could then plant a link where root
+        later opens, writes or re-modes a file. <dest>.revs goes first, so that nobody else can add
+        or swap a name in it meanwhile, then each copy and staging directory from the top down
+        (apply_tree_ownership). Returns whether anything differs (or would, with dry_run)."""
+        if not os.path.lexists(self.revs):
+            return False
+        changed = apply_ownership(self.revs, os.geteuid(), self.gid, self.dir_mode, dry_run)  # refuses a link
+        shared = outside_links(self.revs)
+        for name in sorted(os.listdir(self.revs)):
+            full = os.path.join(self.revs, name)
+            stat = os.lstat(full)
+            if name == LOCK_NAME:
+                changed = apply_ownership(full, os.geteuid(), os.getegid(), 0o600, dry_run) or changed
+            elif name == HF_HOME:
+                # The hub client's scratch home, only ever root's: anything else there was planted.
+                if not statmod.S_ISDIR(stat.st_mode) or stat.st_uid != os.geteuid():
+                    changed = True
+                    if not dry_run:
+                        (shutil.rmtree if statmod.S_ISDIR(stat.st_mode) else os.unlink)(full)
+            elif statmod.S_ISDIR(stat.st_mode):
+                links = "remove" if name.startswith(STAGING_PREFIX) else "refuse"
+                changed = apply_tree_ownership(full, self.uid, self.gid, self.dir_mode, self.file_mode, dry_run,
+                                               shared, links) or changed
+        return changed
 
     def verified_copies(self):
         """(directory, marker) of every verified copy in <dest>.revs."""
         for name in sorted(os.listdir(self.revs)):
             full = os.path.join(self.revs, name)
-            marker = copy_marker(full) if not name.startswith(".") else None
+            marker = copy_marker(full) if not name.startswith(".") and not os.path.islink(full) else None
             if marker is not None:
                 yield full, marker
 
@@ -857,9 +912,9 @@ class Stager:
         earlier = []
         for name in os.listdir(self.revs):
             full = os.path.join(self.revs, name)
-            if full == final or not os.path.isdir(full):
+            if full == final or os.path.islink(full) or not os.path.isdir(full):
                 continue
-            if name.startswith(STAGING_PREFIX) or name == ".hf-home":
+            if name.startswith(STAGING_PREFIX) or name == HF_HOME:
                 shutil.rmtree(full)
                 continue
             other = read_json(os.path.join(full, MARKER_NAME)) or {}
@@ -874,8 +929,11 @@ class Stager:
 def check_params(params):
     """Refuse bad input before anything is read or written, naming the option."""
     dest = params["dest"]
-    if not dest.startswith("/") or os.path.normpath(dest) != dest or dest == "/":
-        raise WeightsError("dest %r must be an absolute, normalised path (no '~', '..', '.' or trailing '/')" % dest)
+    if not dest.startswith("/") or os.path.normpath(dest) != dest or dest == "/" or not dest.isprintable() \
+            or not utf8(dest):
+        raise WeightsError("dest %r must be an absolute, normalised path (no '~', '..', '.', trailing '/' or control "
+                           "characters)" % dest)
+    check_manifest_name(params["manifest_name"])
     if params["repo_id"] is not None:
         check_repo_id(params["repo_id"])
     check_revision(params["revision"])
@@ -886,6 +944,10 @@ def check_params(params):
     for name in ("dir_mode", "file_mode"):
         if not re.match(r"^0?[0-7]{3,4}$", params[name]):
             raise WeightsError("%s must be an octal mode such as 0755, not %r" % (name, params[name]))
+        if int(params[name], 8) & 0o7022:
+            # Root creates, renames and re-modes files there: nobody else may change a name in it.
+            raise WeightsError("%s %s lets the group or others write (or sets a special bit): the weights are root's, "
+                               "read by the group" % (name, params[name]))
     for name, least in (("workers", 1), ("timeout", 1), ("retries", 0), ("keep_previous", 0), ("reserve_bytes", 0)):
         if params[name] < least:
             raise WeightsError("%s must be at least %d, not %d" % (name, least, params[name]))

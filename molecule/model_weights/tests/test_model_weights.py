@@ -31,12 +31,17 @@ def test_link_points_at_a_verified_copy_of_the_pinned_revision(host, repo_id, co
 
 
 @pytest.mark.parametrize("path", [TARGET[2], DRAFTER[2]])
-def test_copies_belong_to_the_service_user_and_are_read_only_for_others(host, path):
+def test_copies_are_roots_and_read_by_the_service_group_only(host, path):
+    # Issue 36, finding 2: the service account owns nothing root later writes in <dest>.revs.
     assert host.user("sglang").exists
-    for line in host.check_output(f"find -L {path} -printf '%u %g %m %y\\n'").splitlines():
-        user, group, mode, kind = line.split()
-        assert (user, group) == ("sglang", "sglang")
-        assert mode == ("755" if kind == "d" else "644")
+    found = {}
+    for line in host.check_output(f"find {path}.revs -printf '%P|%u %g %m %y\\n'").splitlines():
+        name, owner = line.split("|")
+        found[name] = owner
+    assert found.pop(".lock") == "root root 600 f"
+    assert found and all(owner in ("root sglang 750 d", "root sglang 640 f") for owner in found.values()), found
+    assert host.run(f"runuser -u sglang -- cat {path}/config.json").rc == 0
+    assert host.run(f"runuser -u nobody -- cat {path}/config.json").rc != 0
 
 
 def test_no_staging_leftovers_or_client_caches(host):

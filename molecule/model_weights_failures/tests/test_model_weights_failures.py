@@ -34,8 +34,9 @@ def test_drafter_still_serves_v1(host):
 
 
 def test_only_the_current_and_one_previous_copy_remain(host):
-    names = sorted(host.check_output(f"ls -A {TARGET}.revs").split())
-    assert names == sorted([".lock", V1, host.file(TARGET).linked_to.rsplit("/", 1)[1]])
+    # The lock (absent since side_effect.yml removed the link planted there) is no copy.
+    names = sorted(name for name in host.check_output(f"ls -A {TARGET}.revs").split() if name != ".lock")
+    assert names == sorted([V1, host.file(TARGET).linked_to.rsplit("/", 1)[1]])
 
 
 def test_facts_describe_the_copies_in_use(host):
@@ -43,6 +44,18 @@ def test_facts_describe_the_copies_in_use(host):
     assert models["target"]["revision"] == V2 and models["target"]["source"] == "mirror"
     assert models["drafter"]["revision"] == DRAFTER_V1 and models["drafter"]["source"] == "path"
     assert models["drafter"]["dflash"]["block_size"] == 16
+
+
+def test_the_earlier_layout_was_taken_over_roots_and_read_by_the_service_group(host):
+    # Issue 36, finding 2: side_effect.yml gave the target's copies to the service user first.
+    for path in (TARGET, DRAFTER):
+        found = dict(line.split("|") for line in host.check_output(
+            f"find {path}.revs -path '*/.staging-*' -prune -o -printf '%P|%u %g %m %y\\n'").splitlines())
+        # The target's lock was the planted link, removed: a run that keeps the copy takes no lock.
+        assert found.pop(".lock", None) in ((None, "root root 600 f") if path == TARGET else ("root root 600 f",))
+        assert set(found.values()) == {"root sglang 750 d", "root sglang 640 f"}, found
+    secret = host.file("/root/outside-secret")
+    assert (secret.user, secret.mode, secret.content_string) == ("root", 0o600, "root-only secret\n")
 
 
 def test_the_failed_bad_drafter_staging_is_kept_for_inspection_not_served(host):

@@ -583,3 +583,157 @@ def test_a_manifest_for_another_repository_or_revision_is_refused():
         w.parse_manifest_document(text, "m", "org/model", "d" * 40)
     with pytest.raises(w.PermanentError, match="describes repo_id"):
         w.parse_manifest_document(text, "m", "org/else", "c" * 40)
+
+
+# ----------------------------------------------------------------- root never follows a link (issue 36, finding 2)
+
+def root_file(tmp_path, mode, data=b"root's own file\n"):
+    """A file root owns outside every tree the module keeps, as /etc/shadow is."""
+    outside = tmp_path / "outside"
+    outside.mkdir(exist_ok=True)
+    target = outside / ("file-%o" % mode)
+    target.write_bytes(data)
+    target.chmod(mode)
+    return target
+
+
+def state_of(path):
+    stat = os.lstat(path)
+    return stat.st_uid, stat.st_gid, stat.st_mode & 0o7777, path.read_bytes()
+
+
+def test_a_link_planted_at_the_lock_is_refused_and_its_target_is_not_truncated(tmp_path):
+    revs = tmp_path / "model.revs"
+    revs.mkdir()
+    target = root_file(tmp_path, 0o600)
+    (revs / ".lock").symlink_to(target)
+    before = state_of(target)
+    with pytest.raises(w.WeightsError, match=r"\.lock is a symbolic link: refused"):
+        w.open_lock(str(revs))
+    assert state_of(target) == before and (revs / ".lock").is_symlink()
+
+
+def test_a_link_as_the_directory_of_the_lock_is_refused(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "model.revs").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(w.WeightsError, match="model.revs is a symbolic link: refused"):
+        w.open_lock(str(tmp_path / "model.revs"))
+    assert os.listdir(tmp_path / "elsewhere") == []
+
+
+def test_the_lock_is_roots_regular_file_and_opening_it_keeps_its_content(tmp_path):
+    revs = tmp_path / "model.revs"
+    revs.mkdir()
+    (revs / ".lock").write_bytes(b"kept")
+    os.chmod(revs / ".lock", 0o666)
+    fd = w.open_lock(str(revs))
+    os.close(fd)
+    assert state_of(revs / ".lock") == (os.geteuid(), os.getegid(), 0o600, b"kept")
+    os.unlink(revs / ".lock")
+    os.mkfifo(revs / ".lock")
+    with pytest.raises(w.WeightsError, match="cannot be opened as the module's lock"):
+        w.open_lock(str(revs))
+
+
+def racing_move(link_to):
+    """atomic_move, then what another account that could write the directory does in the window
+    before the mode is set: it puts a link where the file just landed."""
+    def move(src, dest):
+        os.replace(src, dest)
+        os.unlink(dest)
+        os.symlink(link_to, dest)
+    return move
+
+
+@pytest.mark.parametrize("name, mode", [(w.JOURNAL_NAME, 0o600), (w.MARKER_NAME, 0o644)],
+                         ids=["journal", "marker"])
+def test_a_link_swapped_in_before_the_mode_is_set_is_refused_and_its_target_keeps_its_mode(tmp_path, name, mode):
+    # The records were chmodded by path: a root file was re-moded through the link (0600 to 0644
+    # exposes it, 0644 to 0600 breaks it).
+    target = root_file(tmp_path, 0o640)
+    before = state_of(target)
+    with pytest.raises(OSError) as raised:
+        w.write_json_atomic(str(tmp_path / name), {"files": {}}, mode, racing_move(target))
+    assert raised.value.errno == errno.ELOOP
+    assert state_of(target) == before
+
+
+def test_a_journal_planted_as_a_link_is_not_read(tmp_path):
+    # A journal is what lets a resumed run trust a file without hashing it: one read through a
+    # link could vouch for anything (and reads a root-only file).
+    forged = tmp_path / "forged.json"
+    (tmp_path / "staging").mkdir()
+    staging = tmp_path / "staging"
+    (staging / "f").write_bytes(b"bad")
+    state = w.file_state(str(staging / "f"))
+    forged.write_text(json.dumps({"files": {"f": dict(state, digest=entry(b"good")["digest"])}}))
+    (staging / w.JOURNAL_NAME).symlink_to(forged)
+    journal = w.Journal(str(staging))
+    assert journal.entries == {} and not journal.trusted(str(staging), "f", entry(b"good"))
+    # Recording replaces the link by the journal itself; the forged file stays as it was.
+    before = state_of(forged)
+    journal.record(str(staging), "f", entry(b"bad"))
+    assert not (staging / w.JOURNAL_NAME).is_symlink() and state_of(forged) == before
+    assert w.read_json(str(staging / w.JOURNAL_NAME))["files"]["f"]["digest"] == entry(b"bad")["digest"]
+
+
+def test_a_marker_planted_as_a_link_is_no_verified_copy(tmp_path):
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps({"files": {}, "repo_id": "root-only"}))
+    elsewhere.chmod(0o600)
+    (copy / w.MARKER_NAME).symlink_to(elsewhere)
+    assert w.copy_marker(str(copy)) is None
+
+
+def test_tree_ownership_gives_directories_and_records_to_root_and_files_to_the_owner(tmp_path):
+    tree = tmp_path / "copy"
+    (tree / "sub").mkdir(parents=True)
+    for name in ("a", "sub/b", w.MARKER_NAME, w.JOURNAL_NAME):
+        (tree / name).write_bytes(b"x")
+    nobody = 65534
+    os.chown(tree, nobody, nobody)
+    os.chown(tree / "sub", nobody, nobody)
+    assert w.apply_tree_ownership(str(tree), nobody, 0, 0o750, 0o640)
+    owners = {str(p.relative_to(tree)): (os.lstat(p).st_uid, os.lstat(p).st_gid, os.lstat(p).st_mode & 0o7777)
+              for p in [tree] + sorted(tree.rglob("*"))}
+    assert owners == {".": (0, 0, 0o750), "sub": (0, 0, 0o750), "a": (nobody, 0, 0o640), "sub/b": (nobody, 0, 0o640),
+                      w.MARKER_NAME: (0, 0, 0o640), w.JOURNAL_NAME: (0, 0, 0o600)}
+    assert not w.apply_tree_ownership(str(tree), nobody, 0, 0o750, 0o640)
+
+
+@pytest.mark.parametrize("kind", ["file", "directory"])
+def test_a_link_in_a_tree_is_refused_or_removed_never_followed(tmp_path, kind):
+    target = root_file(tmp_path, 0o600)
+    tree = tmp_path / "copy"
+    tree.mkdir()
+    (tree / "planted").symlink_to(target if kind == "file" else target.parent)
+    before = state_of(target), os.lstat(target.parent)
+    with pytest.raises(w.WeightsError, match="planted is a symbolic link: refused"):
+        w.apply_tree_ownership(str(tree), 65534, 65534, 0o755, 0o644)
+    assert w.apply_tree_ownership(str(tree), 65534, 65534, 0o755, 0o644, links="remove")
+    assert not os.path.lexists(tree / "planted")
+    assert (state_of(target), os.lstat(target.parent)) == before
+
+
+@pytest.mark.parametrize("value", ["/", "srv/models", "/srv/models/", "/srv/../etc", "/srv/models\n/x", "/srv/\x00m",
+                                   "/srv/m\udcff"])
+def test_a_model_root_must_be_a_plain_absolute_directory(value):
+    with pytest.raises(w.WeightsError, match="must be an absolute, normalised directory path other than '/'"):
+        w.check_dir_path(value, "model_weights_root")
+    assert w.check_dir_path("/srv/models", "model_weights_root") == "/srv/models"
+
+
+@pytest.mark.parametrize("value", ["/etc/shadow", "../manifest.json", "a/../../b", "m\nx.json", "", "./m.json",
+                                   "m\udcff.json", None])
+def test_a_manifest_name_must_stay_inside_the_source(value):
+    with pytest.raises(w.WeightsError, match="must be a file name inside the mirror's revision or the source path"):
+        w.check_manifest_name(value)
+    assert w.check_manifest_name("sub/manifest.json") == "sub/manifest.json"
+
+
+def test_a_manifest_path_that_is_not_utf8_or_holds_a_control_character_is_refused():
+    for path in ("m\udcff.bin", "a\nb.bin"):
+        with pytest.raises(w.WeightsError, match="unsafe file path in manifest"):
+            w.normalize_manifest([{"path": path, "size": 1, "sha256": "0" * 64}])

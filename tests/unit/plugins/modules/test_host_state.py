@@ -236,3 +236,28 @@ def test_weights_that_are_not_a_staged_copy_are_drift(tmp_path):
     result = run(tmp_path, weights=[{"path": str(tmp_path / "plain")}, {"path": str(tmp_path / "elsewhere")}])
     assert result["drift"] == [f"weights {tmp_path / 'plain'}: no staged copy (not a link)",
                                f"weights {tmp_path / 'elsewhere'}: /srv/models/other holds no verified copy"]
+
+
+def test_a_copy_the_service_user_owns_is_drift_until_it_is_roots(tmp_path):
+    # Issue 36, finding 2: the earlier layout gave <dest>.revs and the copies to the service user;
+    # the fast path must see that, or no run would take them over.
+    dest, copy = stage_copy(tmp_path, {"config.json": b"{}", "model.safetensors": b"weights" * 100}, IDENTITY)
+    nobody = pwd.getpwnam("nobody")
+    group = grp.getgrgid(nobody.pw_gid).gr_name
+    revs = copy.parent
+    for path in [revs, copy] + sorted(copy.iterdir()):
+        os.chown(path, nobody.pw_uid, nobody.pw_gid)
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    weights = [{"path": str(dest), "identity": IDENTITY, "owner": "root", "group": group, "dir_mode": "0750",
+                "file_mode": "0640"}]
+    assert run(tmp_path, weights=weights)["drift"] == [
+        f"weights {dest}: owner, group or mode in {revs} differ from the wanted ones (directories and the marker "
+        f"root's, files root's, group {group}, modes 0750 and 0640)"]
+    for path in [revs, copy] + sorted(copy.iterdir()):
+        os.chown(path, 0, nobody.pw_gid)
+        os.chmod(path, 0o750 if path.is_dir() else 0o640)
+    assert run(tmp_path, weights=weights)["drift"] == []
+    (copy / "planted").symlink_to("/etc/shadow")
+    assert run(tmp_path, weights=weights)["drift"] == [
+        f"weights {dest}: {copy / 'planted'} is a symbolic link: refused (root never writes through a link; the "
+        f"copies hold only files and directories the module made; remove it)"]

@@ -522,6 +522,12 @@ def test_a_killed_hub_run_takes_its_helper_along_and_the_next_run_resumes_the_fi
     ({"mirror_url": "file:///srv/fixtures"}, "mirror_url 'file:///srv/fixtures' must be an http:// or https://"),
     ({"mirror_url": "ftp://127.0.0.1/models"}, "mirror_url 'ftp://127.0.0.1/models' must be an http://"),
     ({"workers": 0}, "workers must be at least 1"),
+    # Issue 36, finding 4: read from outside the source, a line break in a path, a group that may write.
+    ({"manifest_name": "/etc/secret.json"}, "manifest_name '/etc/secret.json' must be a file name inside"),
+    ({"manifest_name": "../../secret.json"}, "manifest_name '../../secret.json' must be a file name inside"),
+    ({"dest": "/srv/models\nx"}, "must be an absolute, normalised path"),
+    ({"dir_mode": "0775"}, "dir_mode 0775 lets the group or others write"),
+    ({"file_mode": "0666"}, "file_mode 0666 lets the group or others write"),
 ])
 def test_bad_options_are_refused_by_name_before_anything_happens(doubles, models, change, message):
     result = run(mirror_args(doubles, models, **change))
@@ -690,3 +696,123 @@ def test_a_listed_name_cannot_shadow_another(doubles, models, tmp_path, listed, 
     result = run(service_user_args(doubles, models, source))
     assert result["failed"] and message in result["msg"]
     assert not models.exists()
+
+
+# ----------------------------------------------------------------- root never follows a link (issue 36, finding 2)
+
+def tree_owners(root):
+    """{relative path: (uid, gid, mode)} of root and everything under it, links included."""
+    return {str(p.relative_to(root)): ownership(p) for p in [root] + sorted(root.rglob("*"))}
+
+
+def earlier_layout(doubles, models, tmp_path):
+    """A verified copy as the earlier layout left it: <dest>.revs, the copies and the lock owned by
+    the service user (nobody here)."""
+    args = mirror_args(doubles, models, owner="root", group=grp.getgrgid(pwd.getpwnam("nobody").pw_gid).gr_name)
+    first = run(args)
+    assert first["changed"], first.get("msg")
+    revs = models / "Qwen3.6-27B.revs"
+    for path in [revs] + sorted(revs.rglob("*")):
+        os.lchown(path, 65534, 65534)
+    doubles.clear()
+    return args, revs, first
+
+
+def test_an_earlier_layout_is_taken_over_without_a_new_download_and_a_rerun_changes_nothing(doubles, models,
+                                                                                            tmp_path):
+    args, revs, first = earlier_layout(doubles, models, tmp_path)
+    result = run(args)
+    assert result["changed"] and not result.get("failed"), result.get("msg")
+    assert result["fetched_bytes"] == 0 and result["fetched_files"] == [] and doubles.requests() == []
+    assert result["revision_dir"] == first["revision_dir"] and result["verified_at"] == first["verified_at"]
+    gid = pwd.getpwnam("nobody").pw_gid
+    owners = tree_owners(revs)
+    assert owners.pop(".lock") == (0, 0, 0o600)
+    dirs = {rel for rel in owners if (revs / rel).is_dir()}
+    assert dirs == {".", os.path.basename(first["revision_dir"])}
+    assert {owners[rel] for rel in dirs} == {(0, gid, 0o755)}
+    assert {owners[rel] for rel in owners if rel not in dirs} == {(0, gid, 0o644)}
+    again = run(args)
+    assert not again["changed"] and doubles.requests() == []
+    assert tree_owners(revs) == dict(owners, **{".lock": (0, 0, 0o600)})
+
+
+def test_a_check_run_reports_the_takeover_and_changes_nothing(doubles, models, tmp_path):
+    args, revs, _first = earlier_layout(doubles, models, tmp_path)
+    before = tree_owners(revs)
+    assert run(args, check_mode=True)["changed"]
+    assert tree_owners(revs) == before
+
+
+def root_files(tmp_path):
+    """Two root files the service user must not reach: one 0600 (to be truncated), one 0644 (to
+    be re-moded)."""
+    secret = root_only_file(tmp_path)
+    public = tmp_path / "outside" / "public"
+    public.write_bytes(b"public\n")
+    public.chmod(0o644)
+    return [secret, public]
+
+
+def file_states(paths):
+    return {p: (ownership(p), p.read_bytes()) for p in paths}
+
+
+def test_a_link_planted_at_the_lock_by_the_service_user_is_refused_and_its_target_untouched(doubles, models,
+                                                                                            tmp_path):
+    # The attack of issue 36, finding 2: the service user owned <dest>.revs and replaced the lock
+    # by a link to a root 0600 file; the next run opened it for writing as root and truncated it.
+    args, revs, first = earlier_layout(doubles, models, tmp_path)
+    targets = root_files(tmp_path)
+    (revs / ".lock").unlink()
+    (revs / ".lock").symlink_to(targets[0])
+    before = file_states(targets)
+    result = run(dict(args, revision=commit(TARGET, "v2")))
+    assert file_states(targets) == before
+    assert result["failed"] and f"{revs}/.lock is a symbolic link: refused" in result["msg"]
+    assert os.path.realpath(models / "Qwen3.6-27B") == first["revision_dir"]
+
+
+@pytest.mark.parametrize("record", ["journal", "marker"])
+def test_a_journal_or_marker_planted_as_a_link_is_neither_read_nor_re_moded(doubles, models, tmp_path, record):
+    # A link in a staging directory is a leftover and goes; one in a verified copy fails the run
+    # naming it (the copy is not what the module made). Either way its target stays as it was.
+    args, revs, first = earlier_layout(doubles, models, tmp_path)
+    targets = root_files(tmp_path)
+    if record == "journal":
+        place = revs / f".staging-{commit(TARGET, 'v2')}"
+        place.mkdir()
+        os.chown(place, 65534, 65534)
+        name = ".model_weights.staging.json"
+    else:
+        place = pathlib.Path(first["revision_dir"])
+        name = ".model_weights.json"
+        (place / name).unlink()
+    (place / name).symlink_to(targets[1 if record == "journal" else 0])
+    before = file_states(targets)
+    result = run(dict(args, revision=commit(TARGET, "v2")) if record == "journal" else args)
+    assert file_states(targets) == before
+    if record == "marker":
+        assert result["failed"] and f"{place / name} is a symbolic link: refused" in result["msg"]
+        return
+    assert result["changed"] and not result.get("failed"), result.get("msg")
+    assert not any(p.is_symlink() for p in revs.rglob("*"))
+    assert all(ownership(p)[0] == 0 for p in [revs] + list(revs.rglob("*")))
+
+
+def test_a_file_name_that_is_not_utf8_is_refused_before_anything_is_staged(doubles, models, tmp_path):
+    # Issue 36, finding 4: such a name was published, then the task failed reporting it.
+    source = path_source(doubles, tmp_path, manifest=False)
+    (source / os.fsdecode(b"weights-\xff.bin")).write_bytes(b"x")
+    result = run(service_user_args(doubles, models, source))
+    assert result["failed"] and f"source_path {source} holds a name that is not UTF-8" in result["msg"]
+    assert not models.exists()
+
+
+def test_a_model_root_that_is_a_link_to_another_disk_still_works(doubles, models, tmp_path):
+    # Links are refused inside <dest>.revs only: a site may keep the model root on a larger disk.
+    (tmp_path / "disk").mkdir()
+    models.symlink_to(tmp_path / "disk")
+    result = run(mirror_args(doubles, models))
+    assert result["changed"] and not result.get("failed"), result.get("msg")
+    assert os.path.realpath(models / "Qwen3.6-27B") == str(tmp_path / "disk" / "Qwen3.6-27B.revs" / commit(TARGET, "v1"))
