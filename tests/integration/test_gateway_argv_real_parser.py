@@ -122,12 +122,30 @@ def status(url, key=None, body=None):
 
 class Worker(http.server.BaseHTTPRequestHandler):
     """A replica as smg sees one (the endpoints smg 1.13.0 calls when it registers a worker and
-    forwards a chat), recording the Authorization header of every request it gets."""
+    forwards a chat), recording the Authorization header of every request it gets. With `key`
+    set it refuses a request without that bearer as SGLang 0.5.23's --api-key middleware does
+    (python/sglang/srt/utils/auth.py, decide_request_auth): paths starting with /health, /ready
+    or /metrics stay open to its probes and Prometheus."""
     seen = []
+    key = None
 
     def _answer(self):
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         Worker.seen.append((self.path, self.headers.get("Authorization")))
+        if (Worker.key and not self.path.startswith(("/health", "/ready", "/metrics"))
+                and self.headers.get("Authorization") != "Bearer " + Worker.key):
+            self.send_response(401)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if self.path.startswith("/metrics"):
+            data = b"# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{model_name=\"m\"} 0\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         if self.path.startswith("/v1/chat/completions"):
             body = {"id": "c", "object": "chat.completion", "model": "m", "usage": {"prompt_tokens": 1, "completion_tokens": 1},
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]}
@@ -154,6 +172,7 @@ def worker():
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     Worker.seen = []
+    Worker.key = None
     yield "http://127.0.0.1:%d" % server.server_address[1]
     server.shutdown()
 
@@ -230,3 +249,45 @@ def test_the_launcher_refuses_to_start_without_a_control_plane_key(smg_python, t
     server, _url = launch(smg_python, tmp_path, [], api_key=KEY)
     assert server.wait(timeout=60) == 2
     assert "no control-plane key" in (tmp_path / "log").read_text()
+
+
+# Reads smg 1.13.0 serves without any auth layer (model_gateway/src/server.rs, build_app:
+# public_routes), by how each is answered:
+# - forwarded to a replica with the client's own headers (routers/http/router.rs,
+#   proxy_get_request): the replica's --api-key middleware refuses an anonymous one;
+FORWARDED_READS = ("/get_server_info", "/get_model_info")
+# - answered by smg itself or from a replica path SGLang never guards: /v1/models from smg's
+#   registry (routers/router_manager.rs, get_models), /engine_metrics from smg's own scrape of
+#   the replicas' /metrics (worker/manager.rs, get_engine_metrics), /health_generate forwarded
+#   to the replicas' /health_generate, which SGLang leaves open (decide_request_auth); and the
+#   probes. No flag of smg 1.13.0 guards them: the role bounds who reaches them by IPAddressAllow=.
+ANONYMOUS_READS = ("/health", "/liveness", "/readiness", "/health_generate", "/engine_metrics", "/v1/models")
+
+
+def test_with_an_inference_key_the_forwarded_reads_refuse_anonymous_clients(smg_python, tmp_path, worker):
+    """issue 36: where sglang_service_api_key is set, a read the gateway forwards answers 401 to
+    an anonymous client (the replica refuses the client's own header) and 200 with the key."""
+    Worker.key = KEY
+    server, url = launch(smg_python, tmp_path, [worker], api_key=KEY, control_plane_key=CONTROL_KEY)
+    try:
+        wait_until_routed(server, url)
+        for path in FORWARDED_READS:
+            assert status(url + path) == 401, path
+            assert status(url + path, "not-" + KEY) == 401, path
+            assert status(url + path, KEY) == 200, path
+        assert status(url + "/v1/chat/completions", None, CHAT) == 401
+    finally:
+        stop(server)
+
+
+def test_the_reads_smg_answers_to_anyone_are_exactly_the_documented_ones(smg_python, tmp_path, worker):
+    """The residue the role documents (README, "What listens where") and bounds by the gateway
+    unit's IPAddressAllow=: should a release of smg guard more, or fewer, routes, this says so."""
+    Worker.key = KEY
+    server, url = launch(smg_python, tmp_path, [worker], api_key=KEY, control_plane_key=CONTROL_KEY)
+    try:
+        wait_until_routed(server, url)
+        assert {path: status(url + path) for path in ANONYMOUS_READS + FORWARDED_READS} == dict(
+            [(path, 200) for path in ANONYMOUS_READS] + [(path, 401) for path in FORWARDED_READS])
+    finally:
+        stop(server)

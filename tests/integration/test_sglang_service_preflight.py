@@ -39,6 +39,18 @@ CASES = [
      "sglang_service_tensor_parallel_size = 0: must be an integer of at least 1"),
     ("unit name climbing", {"sglang_service_unit_name": "../../etc/x", "sglang_service_config_dir": "/etc/sglang-x"},
      'sglang_service_unit_name = "../../etc/x": must be a plain systemd unit name'),
+    # issue 36: the gateway answers /health_generate, /engine_metrics and /v1/models without a key
+    # (smg 1.13.0 guards no public route): off loopback, its allow-list must name the clients.
+    ("public host, allow-list naming the clients", {"sglang_service_host": "0.0.0.0", "sglang_service_api_key": "k" * 32,
+                                                   "sglang_service_ip_address_allow": ["10.1.2.0/24"]}, None),
+    ("public host, allow-list of everyone", {"sglang_service_host": "0.0.0.0", "sglang_service_api_key": "k" * 32,
+                                             "sglang_service_ip_address_allow": ["10.1.2.0/24", "any"]},
+     'sglang_service_ip_address_allow = ["10.1.2.0/24", "any"]: must name the clients'),
+    ("public host, allow-list of every IPv6 address", {"sglang_service_host": "::", "sglang_service_api_key": "k" * 32,
+                                                       "sglang_service_ip_address_allow": ["::/0"]},
+     'sglang_service_ip_address_allow = ["::/0"]: must name the clients'),
+    ("public host, allow-list of loopback alone", {"sglang_service_host": "0.0.0.0", "sglang_service_api_key": "k" * 32},
+     'sglang_service_ip_address_allow = ["localhost"]: must name the clients'),
     # The role's earlier rules moved with the check from module host_state to the controller.
     ("negative context length", {"sglang_service_context_length": -1},
      "sglang_service_context_length = -1: must be 0 (the model's own) or a positive number of tokens"),
@@ -94,6 +106,8 @@ CASE = """
         sglang_service_unit_name: "{{ case.vars.sglang_service_unit_name | default('sglang-qwen') }}"
         sglang_service_config_dir: "{{ case.vars.sglang_service_config_dir | default('/etc/sglang-qwen') }}"
         sglang_service_context_length: "{{ case.vars.sglang_service_context_length | default(0) }}"
+        sglang_service_api_key: "{{ case.vars.sglang_service_api_key | default('') }}"
+        sglang_service_ip_address_allow: "{{ case.vars.sglang_service_ip_address_allow | default(['localhost']) }}"
     - name: Note that it passed
       ansible.builtin.set_fact:
         outcomes: "{{ outcomes | combine({case.name: None}) }}"
