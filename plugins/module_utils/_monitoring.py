@@ -2,14 +2,20 @@
 # Copyright: pro6000.inference developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Decisions of the monitoring roles: where exporters listen, what the last smoke result says as
-Prometheus metrics, and what Prometheus scrapes. The filters of
-the same names call these."""
+Prometheus metrics, what Prometheus scrapes, whom Prometheus and Alertmanager exchange packets
+with and the web configuration that asks for their key. The filters of the same names call these."""
 
 from __future__ import annotations
 
 import datetime
+import hashlib
 import ipaddress
 from urllib.parse import urlsplit, urlunsplit
+
+try:
+    from Crypto.Protocol.KDF import bcrypt
+except ImportError:  # reported by web_config, the one function that needs it
+    bcrypt = None
 
 
 # Metric names of the smoke result (node exporter textfile collector), one per gate of
@@ -149,3 +155,54 @@ def prometheus_scrape_configs(hosts):
                                   % (name, listed))
         configs.append(_job(name, jobs[name], scheme=found[0][0], path=found[0][1]))
     return configs
+
+
+def _address(value):
+    """``value`` as an IP address or network, or None when it is a name."""
+    try:
+        return ipaddress.ip_network(str(value), strict=False)
+    except ValueError:
+        return None
+
+
+def monitoring_exposure(listen_address, scrape_addresses, webhook_url="", allow=()):
+    """Where Prometheus and Alertmanager are reached from this host, and whom they may exchange
+    packets with (systemd IPAddressAllow= filters both directions of every socket of the unit).
+
+    ``loopback``: the listen address is a loopback one (nothing beyond this host reaches them).
+    ``local_address``: the address this host reaches them at (loopback for a wildcard).
+    ``allow``: localhost, the listen address, every scraped host, the webhook's host and
+    ``allow`` (clients, a resolver). ``names``: scrape addresses and the webhook's host that are
+    names, which IPAddressAllow= cannot hold.
+    """
+    listen = str(listen_address)
+    loopback = listen in LOOPBACK_NAMES or bool(_address(listen) and _address(listen).is_loopback)
+    wildcard = listen in ("0.0.0.0", "::")
+    local = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(listen, listen)
+    webhook_host = urlsplit(webhook_url).hostname if webhook_url else None
+    peers = [str(a) for a in scrape_addresses] + ([webhook_host] if webhook_host else [])
+    names = sorted({p for p in peers if p not in LOOPBACK_NAMES and _address(p) is None})
+    found = ["localhost"] + ([] if wildcard or loopback else [listen])
+    found += [p for p in peers if p not in LOOPBACK_NAMES and _address(p) is not None] + [str(a) for a in allow]
+    unique = []
+    for address in found:
+        if address not in unique:
+            unique.append(address)
+    return {"loopback": loopback, "local_address": local, "allow": unique, "names": names}
+
+
+def web_config(users, site):
+    """The web configuration of Prometheus's exporter-toolkit (``--web.config.file``, read by
+    Prometheus 2.24+ and Alertmanager 0.22+): ``basic_auth_users`` with a bcrypt hash of each
+    password. The salt comes from ``site``, the user and the password, so that the same input
+    gives the same file (a rerun changes nothing) while no two sites share a hash."""
+    if bcrypt is None:
+        raise MonitoringError("hashing the web passwords needs pycryptodome (bcrypt) on the controller")
+    hashed = {}
+    for user, password in sorted(users.items()):
+        secret = str(password).encode("utf-8")
+        if not secret or len(secret) > 72 or b"\0" in secret:
+            raise MonitoringError("the password of web user %r must be 1 to 72 bytes without NUL (bcrypt)" % user)
+        salt = hashlib.sha256(b"\0".join([b"pro6000 web config", str(site).encode(), str(user).encode(), secret]))
+        hashed[str(user)] = bcrypt(secret, 10, salt=salt.digest()[:16]).decode("ascii")
+    return {"basic_auth_users": hashed}

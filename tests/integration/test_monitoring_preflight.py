@@ -1,7 +1,9 @@
 """Roles monitoring and metrics_exporters refuse listen addresses, ports, durations and ARGS words
 that would rewrite their services' command lines (issue 36, finding 4: a retention of
 "30d --web.enable-admin-api --web.enable-lifecycle" turned on Prometheus's admin API; a quote
-closed the quoted ARGS of a defaults file), before anything changes and naming the variable: their
+closed the quoted ARGS of a defaults file), and monitoring refuses to expose Prometheus and
+Alertmanager beyond loopback without a password or with peers systemd's IPAddressAllow= cannot
+hold (finding 6), before anything changes and naming the variable: their
 first check (tasks/state.yml, module host_state, whose rules fail before it reads anything), run
 by real ansible-playbook on localhost in check mode, one playbook run for every case."""
 import json
@@ -30,6 +32,18 @@ CASES = [
      "monitoring_alertmanager_port = 99999: must be a TCP port"),
     ("one port for both", "monitoring", {"monitoring_alertmanager_port": 9090},
      "monitoring_prometheus_port, monitoring_alertmanager_port = [9090, 9090]: give each its own port"),
+    ("wildcard without a password", "monitoring", {"monitoring_listen_address": "0.0.0.0"}, "monitoring_web_password"),
+    ("an address without a password", "monitoring", {"monitoring_listen_address": "10.0.0.2"},
+     "beyond loopback: give them a password"),
+    ("wildcard with a password", "monitoring", {"monitoring_listen_address": "0.0.0.0", "monitoring_web_password": "pw"},
+     None),
+    ("a password bcrypt cannot take", "monitoring", {"monitoring_web_password": "x" * 73}, "takes at most 72 bytes"),
+    ("a webhook by name beyond loopback", "monitoring",
+     {"monitoring_listen_address": "0.0.0.0", "monitoring_web_password": "pw",
+      "monitoring_alertmanager_webhook_url": "https://chat.example/hook"},
+     "monitoring_scrape_address, monitoring_alertmanager_webhook_url = [\"chat.example\"]"),
+    ("a webhook by name on loopback", "monitoring", {"monitoring_alertmanager_webhook_url": "https://chat.example/hook"},
+     None),
     ("exporters accepted", "metrics_exporters", {}, None),
     ("node exporter port 99999", "metrics_exporters", {"metrics_exporters_node_exporter_port": 99999},
      "metrics_exporters_node_exporter_port = 99999: must be a TCP port"),
@@ -87,6 +101,7 @@ CASE = """
 DEFAULTS = {
     "monitoring_retention": "30d", "monitoring_scrape_interval": "15s", "monitoring_listen_address": "127.0.0.1",
     "monitoring_prometheus_port": 9090, "monitoring_alertmanager_port": 9093,
+    "monitoring_web_password": "", "monitoring_alertmanager_webhook_url": "",
     "metrics_exporters_node_exporter_port": 9100, "metrics_exporters_dcgm_exporter_port": 9400,
     "metrics_exporters_node_exporter_extra_args": [], "metrics_exporters_textfile_dir": "/var/lib/prometheus/node-exporter",
 }

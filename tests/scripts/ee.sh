@@ -21,7 +21,7 @@ build() {
   rm -f build/pro6000-inference-*.tar.gz
   ansible-galaxy collection build --force --output-path build/ . >/dev/null
   local tarball=build/pro6000-inference-$version.tar.gz recipe
-  recipe=$( { cat execution-environment.yml meta/execution-environment.yml meta/ee-bindep.txt meta/ee-ansible.cfg
+  recipe=$( { cat execution-environment.yml meta/execution-environment.yml meta/ee-bindep.txt meta/ee-requirements.txt meta/ee-ansible.cfg
               docker image inspect -f '{{.Id}}' pro6000/ee-base:latest
               tar -xOzf "$tarball"; } | sha256sum | cut -c1-16)
   if [ "$(docker image inspect -f '{{ index .Config.Labels "pro6000.recipe" }}' "$image" 2>/dev/null)" = "$recipe" ]; then

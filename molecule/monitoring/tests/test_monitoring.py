@@ -1,15 +1,19 @@
 """The lab's monitoring seen through Prometheus's HTTP API, as an operator sees it."""
+import base64
 import json
 import pathlib
 import re
+import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared" / "verify"))
 from prometheus_api import (  # noqa: E402
-    DASHBOARD, all_targets_up, api, dashboard_exprs, empty_dashboard_queries, firing, query, wait)
+    DASHBOARD, all_targets_up, api, credentials, dashboard_exprs, empty_dashboard_queries, firing, get, query, wait)
 
 # The scenario's intervals (molecule.yml): scrape and evaluation every 2 s, for: 10 s / 6 s.
 INTERVAL_S = 2
@@ -35,7 +39,7 @@ def test_every_exporter_replica_and_the_gateway_is_an_up_target(host):
 
 
 def test_exporters_listen_on_loopback_and_admit_the_scrapers_only(host):
-    for port in (9100, 9400, 9090, 9093):
+    for port in (9100, 9400):
         assert host.socket("tcp://127.0.0.1:%d" % port).is_listening
         assert not host.socket("tcp://0.0.0.0:%d" % port).is_listening
     for unit in ("prometheus-node-exporter", "nvidia-dcgm-exporter"):
@@ -45,6 +49,55 @@ def test_exporters_listen_on_loopback_and_admit_the_scrapers_only(host):
         # localhost and the scrapers (127.0.0.1), as systemd folds them.
         assert sorted(host.check_output("systemctl show -p IPAddressAllow --value %s", unit).split()) == [
             "127.0.0.0/8", "::1/128"]
+
+
+def status(url, auth=None):
+    """The HTTP status of a GET of ``url`` from the controller, or the error that kept it from one."""
+    request = urllib.request.Request(url)
+    if auth:
+        request.add_header("Authorization", "Basic " + base64.b64encode(("%s:%s" % auth).encode()).decode())
+    try:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError as error:
+        return type(error).__name__
+
+
+def container_address(host):
+    """The container's own address on its network (not loopback, not in the allow-list)."""
+    return host.check_output("ip -4 -o addr show scope global | awk '{print $4}' | cut -d/ -f1 | head -1")
+
+
+@pytest.mark.parametrize("port", [9090, 9093])
+def test_prometheus_and_alertmanager_beyond_loopback_ask_every_client_for_the_password(host, port):
+    assert host.socket("tcp://0.0.0.0:%d" % port).is_listening
+    user, password = credentials(host)
+    # From the controller, the one client the scenario admits besides localhost.
+    url = "http://%s:%d/-/ready" % (container_address(host), port)
+    assert status(url) == 401
+    assert status(url, (user, password + "x")) == 401
+    assert status(url, (user, password)) == 200
+    # On the host itself too.
+    local = "http://127.0.0.1:%d/-/ready" % port
+    assert host.run("curl -s -o /dev/null -w '%%{http_code}' %s", local).stdout == "401"
+    assert host.run("curl -s -o /dev/null -w '%%{http_code}' -u %s %s", "%s:%s" % (user, password), local).stdout == "200"
+
+
+@pytest.mark.parametrize("unit,port", [("prometheus", 9090), ("prometheus-alertmanager", 9093)])
+def test_an_address_outside_the_allow_list_is_refused(host, unit, port):
+    gateways = [n["Gateway"] for n in json.loads(subprocess.check_output(
+        ["docker", "inspect", host.check_output("hostname")]))[0]["NetworkSettings"]["Networks"].values()]
+    assert sorted(host.check_output("systemctl show -p IPAddressDeny --value %s", unit).split()) == [
+        "0.0.0.0/0", "::/0"]
+    # localhost (the scraped exporters, replicas and gateway are on it) and the controller.
+    assert sorted(host.check_output("systemctl show -p IPAddressAllow --value %s", unit).split()) == sorted(
+        ["127.0.0.0/8", "::1/128"] + ["%s/32" % g for g in gateways])
+    # The container's own network address is outside the list: its packets are dropped, no answer.
+    refused = host.run("curl -s -o /dev/null -w '%%{http_code}' --max-time 3 http://%s:%s/-/ready",
+                       container_address(host), str(port))
+    assert (refused.rc, refused.stdout) == (28, "000")
 
 
 def test_dcgm_and_its_exporter_are_the_pinned_pair(host):
@@ -115,7 +168,7 @@ def test_a_lowered_acceptance_fires_the_alert_in_time(host):
               % (seen - changed, fired - seen, FOR_SUSTAINED_S, INTERVAL_S))
         assert fired - seen <= FOR_SUSTAINED_S + 2 * INTERVAL_S
         # Prometheus hands it to Alertmanager, whose receiver would notify.
-        assert wait(lambda: [a for a in json.loads(host.check_output("curl -sf http://127.0.0.1:9093/api/v2/alerts"))
+        assert wait(lambda: [a for a in json.loads(get(host, "http://127.0.0.1:9093/api/v2/alerts"))
                              if a["labels"]["alertname"] == "SpeculativeAcceptanceBelowFloor"], 15)
     finally:
         host.check_output("rm -f /run/sglang-double/accept-30000")

@@ -10,9 +10,26 @@ PROMETHEUS = "http://127.0.0.1:9090"
 DASHBOARD = pathlib.Path(__file__).resolve().parents[3] / "roles" / "monitoring" / "files" / "pro6000-dashboard.json"
 
 
+def credentials(host):
+    """(user, password) Prometheus and Alertmanager ask for (the scenario's monitoring_web_user and
+    monitoring_web_password), or None where they ask for none."""
+    variables = host.ansible.get_variables()
+    if not variables.get("monitoring_web_password"):
+        return None
+    return variables.get("monitoring_web_user", "pro6000"), variables["monitoring_web_password"]
+
+
+def get(host, url):
+    """The body of a GET of ``url`` from inside the container, with the credentials if any."""
+    found = credentials(host)
+    if found:
+        return host.check_output("curl -sf -u %s %s", "%s:%s" % found, url)
+    return host.check_output("curl -sf %s", url)
+
+
 def api(host, path, **params):
     url = PROMETHEUS + path + ("?" + urllib.parse.urlencode(params) if params else "")
-    answer = json.loads(host.check_output("curl -sf %s", url))
+    answer = json.loads(get(host, url))
     assert answer["status"] == "success", answer
     return answer["data"]
 

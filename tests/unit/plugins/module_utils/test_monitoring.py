@@ -116,3 +116,47 @@ def test_the_filter_passes_the_weights_mount_on():
     from ansible_collections.pro6000.inference.plugins.filter.smoke_textfile import smoke_textfile
     text = smoke_textfile({}, {"path": "/srv/models", "mountpoint": "/"})
     assert 'pro6000_smoke_weights_directory_info{mountpoint="/",path="/srv/models"} 1.0' in text
+
+
+# ---- exposure of Prometheus and Alertmanager (issue #36, finding 6) -------------------------------
+
+def test_beyond_loopback_the_allow_list_holds_localhost_the_listen_address_the_scraped_hosts_and_the_clients():
+    found = monitoring.monitoring_exposure("10.0.0.2", ["127.0.0.1", "10.0.0.11", "10.0.0.11"],
+                                           "http://10.0.9.9:9000/hook", ["192.0.2.0/24"])
+    assert found == {"loopback": False, "local_address": "10.0.0.2", "names": [],
+                     "allow": ["localhost", "10.0.0.2", "127.0.0.1", "10.0.0.11", "10.0.9.9", "192.0.2.0/24"]}
+
+
+@pytest.mark.parametrize("listen, loopback, local", [
+    ("127.0.0.1", True, "127.0.0.1"), ("localhost", True, "localhost"), ("::1", True, "::1"),
+    ("0.0.0.0", False, "127.0.0.1"), ("::", False, "::1"), ("10.0.0.2", False, "10.0.0.2")])
+def test_a_wildcard_is_reached_on_loopback_and_never_counts_as_loopback(listen, loopback, local):
+    found = monitoring.monitoring_exposure(listen, [])
+    assert (found["loopback"], found["local_address"]) == (loopback, local)
+    assert listen not in found["allow"][1:] or not loopback
+
+
+def test_names_among_the_scraped_hosts_and_the_webhook_are_reported():
+    found = monitoring.monitoring_exposure("0.0.0.0", ["gpu-01.example", "10.0.0.11", "localhost"],
+                                           "https://chat.example/hook")
+    assert found["names"] == ["chat.example", "gpu-01.example"]
+    assert found["allow"] == ["localhost", "10.0.0.11"]
+
+
+def test_the_web_configuration_is_a_bcrypt_hash_that_checks_and_is_the_same_on_every_run():
+    from Crypto.Protocol.KDF import bcrypt_check
+    first = monitoring.web_config({"pro6000": "s3cret"}, "monitor-01")
+    assert first == monitoring.web_config({"pro6000": "s3cret"}, "monitor-01")
+    hashed = first["basic_auth_users"]["pro6000"]
+    assert hashed.startswith("$2a$10$") and "s3cret" not in hashed
+    bcrypt_check(b"s3cret", hashed)
+    with pytest.raises(ValueError):
+        bcrypt_check(b"s3cret!", hashed)
+    # Another site, another salt.
+    assert monitoring.web_config({"pro6000": "s3cret"}, "monitor-02") != first
+
+
+@pytest.mark.parametrize("password", ["", "x" * 73, "a\0b"])
+def test_a_password_bcrypt_cannot_take_is_refused(password):
+    with pytest.raises(monitoring.MonitoringError, match="1 to 72 bytes"):
+        monitoring.web_config({"pro6000": password}, "monitor-01")
