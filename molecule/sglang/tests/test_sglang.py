@@ -111,6 +111,8 @@ def test_a_failed_build_leaves_no_environment_and_says_why(host):
     ("missing-ref", ["sglang_git_ref", "no-such-ref", "does not exist"]),
     ("kernel-without-cuda", ["sglang_kernel_source_build", "nvcc"]),
     ("bad-commit", ["sglang_git_commit", "40"]),
+    ("unpinned-ref", ["sglang_git_ref", "refs/pull/29907/head", "sglang_git_commit", "sglang_git_ref_floating"]),
+    ("index-range", ["sglang_version", ">=0.5.23", "exact release"]),
 ])
 def test_bad_input_stops_with_a_message_naming_the_variable(host, case, words):
     message = host.file(f"{STEPS}/failure-{case}.txt").content_string
@@ -133,3 +135,10 @@ def test_each_build_records_its_ddtree_budget_and_lazy_verdict(facts):
     assert facts["v0.5.13"]["mamba_lazy_with_speculation"] is False
     assert facts["v0.5.23"]["mamba_lazy_with_speculation"] is True
     assert facts["ddtree"]["mamba_lazy_with_speculation"] is True
+
+
+def test_a_pin_the_ref_moved_away_from_stops_naming_both_commits(host):
+    message = host.file(f"{STEPS}/failure-moved-pin.txt").content_string
+    assert "sglang_git_commit" in message
+    assert commit_of(host, "fork-ddtree-flag") in message
+    assert commit_of(host, "refs/pull/29907/head") in message
