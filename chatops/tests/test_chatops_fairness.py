@@ -158,10 +158,10 @@ def test_an_operators_deploy_runs_while_reads_fill_every_worker_they_may_take(op
         cancel = room.say("alice", f"cancel {HOSTS[2]}")
         (canceling,) = await first_replies(room, [cancel])
         runs.finish()
-        (_, deployed) = await room.replied(deploy, 2)
+        deployed = (await room.replied(deploy, 2))[1]
         # Once the runs have ended, reads get workers again.
         read = room.say("erin", f"status {HOSTS[4]}")
-        (read_again, _) = await room.replied(read, 2)
+        read_again = (await room.replied(read, 2))[0]
         return read_replies, one_more_read, no_worker, canceling, deployed, read_again
 
     read_replies, one_more_read, no_worker, canceling, deployed, read_again = serve(chatops, conversation)
