@@ -41,8 +41,9 @@ CASES = [
      'sglang_service_unit_name = "../../etc/x": must be a plain systemd unit name'),
     # issue 36: the gateway answers /health_generate, /engine_metrics and /v1/models without a key
     # (smg 1.13.0 guards no public route): off loopback, its allow-list must name the clients.
-    ("public host, allow-list naming the clients", {"sglang_service_host": "0.0.0.0", "sglang_service_api_key": "k" * 32,
-                                                   "sglang_service_ip_address_allow": ["10.1.2.0/24"]}, None),
+    ("public host, allow-list naming the clients",
+     {"sglang_service_host": "0.0.0.0", "sglang_service_api_key": "k" * 32, "sglang_service_ip_address_allow": ["10.1.2.0/24"]},
+     None),
     ("public host, allow-list of everyone", {"sglang_service_host": "0.0.0.0", "sglang_service_api_key": "k" * 32,
                                              "sglang_service_ip_address_allow": ["10.1.2.0/24", "any"]},
      'sglang_service_ip_address_allow = ["10.1.2.0/24", "any"]: must name the clients'),
