@@ -64,7 +64,12 @@ options:
         type: str
         required: true
       served_model_name:
-        description: Name the OpenAI API reports (C(--served-model-name)).
+        description:
+          - Name the OpenAI API reports (C(--served-model-name)); clients send it as C(model).
+          - Empty, the target's short name, the last part of O(target)'s C(repo_id) (V(Qwen/Qwen3.6-27B)
+            serves V(Qwen3.6-27B)), else of O(_input.model_path).
+          - Rendered only where the build accepts C(--served-model-name); there the server reports
+            O(_input.model_path), and so does the plan's C(served_model_name).
         type: str
       host:
         description: Address to bind (C(--host)).
@@ -163,8 +168,8 @@ options:
   target:
     description:
       - The target entry of the C(model_weights) fact; its C(context_length) is the context the
-        target declares (the served one unless O(_input.context_length) is set). Unchecked when
-        omitted.
+        target declares (the served one unless O(_input.context_length) is set), its C(repo_id)
+        names what is served when O(_input.served_model_name) is empty. Unchecked when omitted.
     type: dict
 author:
   - pro6000.inference developers (@pro6000)
@@ -194,8 +199,9 @@ EXAMPLES = r"""
 # mamba_lazy_with_speculation true (a build with pull request 34763), and a drafter record that
 # declares no context, the result is:
 # {"algorithm": "ddtree", "draft_length": 16, "ddtree_budget": 15, "fallback": false, "note": null,
-#  "argv": ["--model-path", "/srv/models/Qwen3.6-27B", "--host", "127.0.0.1", "--port", "30000",
-#           "--tp-size", "1", "--speculative-algorithm", "DDTREE",
+#  "served_model_name": "Qwen3.6-27B",
+#  "argv": ["--model-path", "/srv/models/Qwen3.6-27B", "--served-model-name", "Qwen3.6-27B",
+#           "--host", "127.0.0.1", "--port", "30000", "--tp-size", "1", "--speculative-algorithm", "DDTREE",
 #           "--speculative-draft-model-path", "/srv/models/Qwen3.6-27B-DFlash",
 #           "--speculative-num-draft-tokens", "16", "--speculative-ddtree-budget", "15",
 #           "--page-size", "1", "--attention-backend", "flashinfer",
@@ -228,6 +234,9 @@ _value:
     ddtree_budget:
       description: The DDTree node budget served (rendered, or the fork's fixed draft length - 1); null unless DDTree is served.
       type: int
+    served_model_name:
+      description: The model id C(/v1/models) lists and clients send as C(model).
+      type: str
     fallback:
       description: True when DDTree was wanted and DFLASH is served instead.
       type: bool
@@ -250,6 +259,8 @@ _value:
       type: dict
 """
 
+import re
+
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
@@ -257,6 +268,8 @@ from ansible_collections.pro6000.inference.plugins.module_utils._inputs import s
 from ansible_collections.pro6000.inference.plugins.module_utils._speculative import (
     ALGORITHMS, DDTREE_BUDGET_RANGE, DRAFT_LENGTH_RANGE)
 
+# What a model id clients send as one JSON string and a Prometheus label must not hold.
+WHITESPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f]")
 # Attention backends whose kernels are built for sm_90/sm_100 only; on sm_120 (RTX PRO 6000)
 # use flashinfer (the default there), triton or trtllm_mha.
 NOT_ON_SM12X = ("fa3", "flashmla", "cutlass_mla", "trtllm_mla")
@@ -468,8 +481,11 @@ def sglang_speculative_plan(wanted, sglang, drafter=None, target=None):
     _check_attention_backend(wanted.get("attention_backend"), wanted.get("compute_capability"))
 
     argv = build.value("--model-path", wanted["model_path"], "the target model")
-    if wanted.get("served_model_name"):
-        argv += build.value("--served-model-name", wanted["served_model_name"], "the served name")
+    served_model_name = _served_model_name(wanted, target)
+    if build.has("--served-model-name"):
+        argv += build.value("--served-model-name", served_model_name, "the served name")
+    else:
+        served_model_name = to_text(wanted["model_path"])
     if wanted.get("host"):
         argv += build.value("--host", wanted["host"], "the bind address")
     port = _integer(wanted, "port", 1, 65535)
@@ -509,8 +525,24 @@ def sglang_speculative_plan(wanted, sglang, drafter=None, target=None):
                                  % ", ".join(repr(word) for word in multiline))
     environment, context = _drafter_context(wanted, served, drafter, target)
     return {"argv": argv, "algorithm": served, "draft_length": draft_length, "ddtree_budget": budget,
-            "fallback": note is not None, "note": note, "mamba": mamba, "environment": environment,
+            "served_model_name": served_model_name, "fallback": note is not None, "note": note, "mamba": mamba, "environment": environment,
             "drafter_context": context}
+
+
+def _served_model_name(wanted, target):
+    """The site's name, else the target's short name: the last part of the repo id role
+    model_weights recorded, else of the model path. Without --served-model-name SGLang lists the
+    model path itself (server_args.py: served_model_name = model_path), which clients would have
+    to send as their model."""
+    name = to_text(wanted.get("served_model_name") or "")
+    if not name:
+        source = (target or {}).get("repo_id") or wanted["model_path"]
+        name = to_text(source).rstrip("/").rpartition("/")[2]
+    if not name or WHITESPACE_OR_CONTROL.search(name):
+        raise AnsibleFilterError("sglang_speculative_plan: the served model name %r is empty or holds whitespace or "
+                                 "a control character: set sglang_service_served_model_name (served_model_name) to "
+                                 "one word" % name)
+    return name
 
 
 # SGLang issue 36537: the radix cache with --mamba-radix-cache-strategy extra_buffer under

@@ -272,6 +272,8 @@ def test_every_rendered_exec_start_is_accepted_by_the_real_parser(rendered, sgla
         values = verdict.values
         algorithm = dict(cases(release))[host][2]
         assert values["model_path"].endswith("/Qwen3.6-27B"), host
+        # Clients send the target's short name as model, not its directory (issue 37 item 7).
+        assert values["served_model_name"] == "Qwen3.6-27B", host
         assert values["max_running_requests"] == 8 and values["enable_metrics"] is True, host
         if algorithm == "none":
             assert values["speculative_algorithm"] is None, host

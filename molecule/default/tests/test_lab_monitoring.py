@@ -24,8 +24,8 @@ def test_every_exporter_replica_and_the_gateway_is_an_up_target(host):
 
 def test_every_dashboard_query_returns_series_under_traffic(host):
     served = json.loads(host.file("/etc/ansible/facts.d/sglang_service.fact").content_string)
-    # SGLang serves the model under its path unless a served name is set.
-    model = served["served_model_name"] or served["model_path"]
+    # The model id clients send, as role sglang_service records it (the target's short name).
+    model = served["served_model_name"]
     # The load generator runs inside the container (the gateway listens on its loopback only),
     # through the gateway for longer than a rate window.
     with LOAD.open() as script:

@@ -58,10 +58,28 @@ def test_the_fact_records_what_the_server_serves(host):
     assert record == {
         "url": "http://127.0.0.1:30000", "unit": UNIT, "algorithm": "ddtree", "wanted_algorithm": "ddtree",
         "fallback": False, "draft_length": 8, "ddtree_budget": 7, "model_path": "/srv/models/Qwen3.6-27B",
-        "served_model_name": None, "draft_model_path": "/srv/models/Qwen3.6-27B-DFlash",
+        "served_model_name": "Qwen3.6-27B", "draft_model_path": "/srv/models/Qwen3.6-27B-DFlash",
         # No GPU is seen in this container: one replica with every device, no gateway.
         "gateway": None, "replicas": [{"name": "sglang-qwen", "unit": UNIT, "url": "http://127.0.0.1:30000",
                                        "port": 30000, "gpus": [], "metrics_url": "http://127.0.0.1:30000/metrics"}]}
+
+
+# issue 37 item 7: clients send the target's short name as model, not its directory.
+def test_the_openai_api_lists_the_targets_short_name(host):
+    models = json.loads(host.check_output(
+        "curl -sf -H 'Authorization: Bearer %s' http://127.0.0.1:30000/v1/models", API_KEY))
+    assert [card["id"] for card in models["data"]] == ["Qwen3.6-27B"]
+
+
+def test_a_chat_naming_the_short_name_as_model_answers(host):
+    body = json.dumps({"model": "Qwen3.6-27B", "max_tokens": 4,
+                       "messages": [{"role": "user", "content": "Say hello."}]})
+    out = host.check_output(
+        "curl -s -w '\\n%%{http_code}' -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' "
+        "-d %s http://127.0.0.1:30000/v1/chat/completions", API_KEY, body)
+    answer, status = out.rsplit("\n", 1)
+    assert int(status) == 200, answer
+    assert json.loads(answer)["model"] == "Qwen3.6-27B"
 
 
 def test_server_refuses_requests_without_the_key(host):
@@ -78,6 +96,7 @@ def test_unit_runs_the_rendered_ddtree_command_line(host):
     pairs = dict(zip(words[3:], words[4:]))
     assert pairs["--speculative-algorithm"] == "DDTREE"
     assert pairs["--speculative-num-draft-tokens"] == "8"
+    assert pairs["--served-model-name"] == "Qwen3.6-27B"
     assert pairs["--speculative-ddtree-budget"] == "7"
     assert pairs["--host"] == "127.0.0.1"
     assert "--api-key" not in pairs

@@ -389,3 +389,44 @@ def test_unknown_flag_in_the_fact_is_never_rendered(facts):
 
 def test_one_filter_is_registered():
     assert FilterModule().filters() == {"sglang_speculative_plan": sglang_speculative_plan}
+
+
+# Issue 37 item 7: clients send the served name as model, so it defaults to the target's short
+# name, not its directory path.
+@pytest.mark.parametrize("build", REAL + DOUBLE)
+def test_the_served_name_defaults_to_the_targets_short_name(facts, build):
+    plan = sglang_speculative_plan(wanted(algorithm="none"), facts[build])
+    assert plan["served_model_name"] == "Qwen3.6-27B"
+    assert pairs(plan["argv"])["--served-model-name"] == "Qwen3.6-27B"
+    assert_all_accepted(plan["argv"], facts[build])
+
+
+@pytest.mark.parametrize("overrides, target, name", [
+    # The repo id role model_weights recorded names the target, wherever its directory lies.
+    ({"model_path": "/srv/models/target"}, {"repo_id": "Qwen/Qwen3.6-27B"}, "Qwen3.6-27B"),
+    ({"model_path": "/srv/models/Qwen3.6-27B/"}, None, "Qwen3.6-27B"),
+    ({"model_path": "Qwen/Qwen3.6-27B"}, None, "Qwen3.6-27B"),
+    # The site's name wins, the full repo id included.
+    ({"served_model_name": "Qwen/Qwen3.6-27B"}, {"repo_id": "Qwen/Qwen3.6-27B"}, "Qwen/Qwen3.6-27B"),
+    ({"served_model_name": "qwen"}, None, "qwen"),
+])
+def test_the_served_name_is_the_sites_else_the_repo_ids_else_the_paths_last_part(facts, overrides, target, name):
+    plan = sglang_speculative_plan(wanted(**overrides), facts["0.5.23"], drafter=DRAFTER, target=target)
+    assert plan["served_model_name"] == name
+    assert pairs(plan["argv"])["--served-model-name"] == name
+
+
+def test_a_build_without_the_served_name_flag_serves_and_records_the_path(facts):
+    fact = dict(facts["0.5.23"], options=[o for o in facts["0.5.23"]["options"] if o != "--served-model-name"])
+    plan = sglang_speculative_plan(wanted(served_model_name="qwen"), fact, drafter=DRAFTER)
+    assert "--served-model-name" not in plan["argv"]
+    assert plan["served_model_name"] == "/srv/models/Qwen3.6-27B"
+
+
+@pytest.mark.parametrize("overrides", [
+    {"served_model_name": "Qwen 27B"}, {"served_model_name": "q\tx"}, {"served_model_name": "q\x7fx"},
+    {"model_path": "/srv/models/My Model"}, {"model_path": "/"},
+])
+def test_a_served_name_that_is_not_one_word_is_refused_naming_the_variable(facts, overrides):
+    with pytest.raises(AnsibleFilterError, match="sglang_service_served_model_name"):
+        sglang_speculative_plan(wanted(**overrides), facts["0.5.23"], drafter=DRAFTER)

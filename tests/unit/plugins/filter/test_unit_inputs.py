@@ -27,8 +27,11 @@ SETTINGS = {"discovery_file": "/etc/sglang-qwen-gateway/workers.json"}
 
 @pytest.mark.parametrize("overrides, message", [
     ({"extra_args": ["--log-level", "info\nExecStartPre=/bin/id"]}, "'info\\nExecStartPre=/bin/id': a command line word"),
-    ({"model_path": "/srv/models/a\nUser=root"}, "'/srv/models/a\\nUser=root': a command line word"),
-    ({"served_model_name": "q\rx"}, "'q\\rx': a command line word"),
+    ({"model_path": "/srv/models/a\nUser=root", "served_model_name": "qwen"},
+     "'/srv/models/a\\nUser=root': a command line word"),
+    # The served name, one word (or the path's last part it defaults to), is refused before the line.
+    ({"served_model_name": "q\rx"}, "the served model name 'q\\rx' is empty or holds whitespace or a control"),
+    ({"model_path": "/srv/models/a\nUser=root"}, "the served model name 'a\\nUser=root' is empty or holds"),
     ({"host": "127.0.0.1\nIPAddressAllow=any"}, "'127.0.0.1\\nIPAddressAllow=any': a command line word"),
 ])
 def test_the_server_command_line_refuses_a_word_of_more_than_one_line(overrides, message):
