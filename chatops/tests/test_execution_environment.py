@@ -46,5 +46,10 @@ def test_the_definition_installs_the_built_collection_and_its_declared_needs(tmp
         "openssh-clients [platform:rpm]  # from collection pro6000.inference",
         "openssh-client [platform:dpkg]  # from collection pro6000.inference",
     ]
-    # Nothing of the developers' requirements.txt reaches the image.
-    assert not (tmp_path / "pip.txt").exists() or (tmp_path / "pip.txt").read_text().strip() == ""
+    # The image gets the collection's declared Python needs (meta/ee-requirements.txt) and nothing
+    # of the developers' requirements.txt.
+    declared = [line for line in (REPO_ROOT / "meta/ee-requirements.txt").read_text().splitlines()
+                if line and not line.startswith("#")]
+    assert declared, "meta/ee-requirements.txt declares the controller's Python needs"
+    assert (tmp_path / "pip.txt").read_text().splitlines() == [
+        f"{requirement}  # from collection pro6000.inference" for requirement in declared]
