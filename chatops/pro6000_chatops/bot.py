@@ -38,6 +38,7 @@ from .chat.base import ChatAdapter, ChatCommand
 from .chat.matrix import ChatError, MatrixAdapter, MatrixSettings
 from .commands import Refused, parse
 from .config import Config, ConfigError, load_config
+from .secrets import find_secrets
 from .service import ChatOps, Reply
 from .summary import Progress
 
@@ -358,9 +359,11 @@ def load_settings(config_path: str) -> tuple[Config, MatrixSettings, BotSettings
 
 
 def check(config_path: str) -> int:
-    """``serve --check``: 0 when the configuration is valid, else 2 with the reason."""
+    """``serve --check``: 0 when the configuration is valid and every secret it names is
+    found (secrets.py), else 2 with the reason."""
     try:
-        load_settings(config_path)
+        config, _matrix, _settings = load_settings(config_path)
+        find_secrets(config.secrets, os.environ)
     except (OSError, ConfigError, yaml.YAMLError) as error:
         print(f"configuration error: {error}", file=sys.stderr)
         return 2

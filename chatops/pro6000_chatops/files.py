@@ -52,3 +52,18 @@ def open_private(path: Path, flags: int, mode: int, kind: str) -> int:
         os.close(descriptor)
         raise
     return descriptor
+
+
+def read_private_text(path: Path, kind: str) -> str:
+    """The text of a file no other user may read (a credential); refuses a link. Raises
+    FileNotFoundError when there is none."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise OSError(error.errno, f"{kind} {path}: {error.strerror}") from None
+    with os.fdopen(descriptor, encoding="utf-8") as handle:
+        if stat.S_IMODE(os.fstat(handle.fileno()).st_mode) & 0o007:
+            raise UnsafeFile(f"{kind} {path} is readable by other users: make it mode 0600 or 0400")
+        return handle.read()

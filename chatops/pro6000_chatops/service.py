@@ -28,6 +28,7 @@ from .locks import HeldLock, HostBusy, HostLocks
 from .masking import Masker
 from .runs import (PROGRESS_DRAIN_S, Executor, Keeper, PlaybookRun, RunGroup, conduct,
                    is_alive, process_identity, remove_run_dirs, stop_leftover_processes)
+from .secrets import find_secrets
 from .summary import Progress, ProgressRelay, RunSummary
 
 USER_LIMIT = 128
@@ -120,13 +121,13 @@ class ChatOps:
                  secret_source: Mapping[str, str] | None = None):
         """``execute`` runs a playbook in this process instead of in a keeper process (tests;
         such runs end with the bot); ``secret_source`` holds the secret values named in the
-        configuration (default: this process's environment).
+        configuration (default: this process's environment, or the unit's credentials: secrets.py);
+        a named secret it lacks is a ConfigError.
 
         Starting closes the runs that a dead keeper left (audited as ``lost``) and removes
         stale run directories; ``recovered`` lists those runs."""
         self.config = config
-        source = os.environ if secret_source is None else secret_source
-        self._secrets = {name: source[name] for name in config.secrets if name in source}
+        self._secrets = find_secrets(config.secrets, os.environ if secret_source is None else secret_source)
         self.masker = Masker(self._secrets.values())
         self.audit = audit.AuditLog(config.audit_log, self.masker)
         self.locks = HostLocks(config.lock_dir)

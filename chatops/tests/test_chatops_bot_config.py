@@ -1,5 +1,6 @@
 """The bot's own configuration (matrix, bot sections) and its token file: every mistake is
 named before the bot connects anywhere."""
+import os
 import subprocess
 import sys
 
@@ -94,9 +95,12 @@ def test_a_token_file_others_can_read_is_refused(tmp_path):
         read_access_token(tmp_path / "link")
 
 
-def check(config):
+def check(config, secrets=None):
+    """``serve --check``; ``secrets`` replaces the secrets' variables of the environment."""
+    environment = {name: value for name, value in os.environ.items()
+                   if not name.startswith("PRO6000_") and name != "CREDENTIALS_DIRECTORY"}
     return subprocess.run([sys.executable, "-m", "pro6000_chatops", "serve", "--check", "--config", str(config)],
-                          capture_output=True, text=True, timeout=60, check=False)
+                          capture_output=True, text=True, timeout=60, check=False, env={**environment, **(secrets or {})})
 
 
 def test_serve_check_validates_the_whole_file_and_changes_nothing(tmp_path, local_inventory):
@@ -117,4 +121,22 @@ def test_serve_check_validates_the_whole_file_and_changes_nothing(tmp_path, loca
 
 
 def test_the_example_configuration_is_valid():
-    assert check(TESTS.parent / "chatops.example.yml").returncode == 0
+    assert check(TESTS.parent / "chatops.example.yml",
+                 {"PRO6000_HUB_TOKEN": "hf_example", "PRO6000_SGLANG_API_KEY": "sk-example"}).returncode == 0
+
+
+def test_serve_check_refuses_a_named_secret_the_unit_does_not_supply(tmp_path, local_inventory):
+    """The role runs ``serve --check`` with the unit's credential files before it writes the
+    configuration: a secret named there without a file stops the role, naming it."""
+    config = write_config(tmp_path, local_inventory, secrets=["PRO6000_HUB_TOKEN", "PRO6000_SGLANG_API_KEY"])
+    config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "matrix": MATRIX}))
+    credentials = tmp_path / "credentials"
+    credentials.mkdir()
+    (credentials / "PRO6000_HUB_TOKEN").write_text("hf_check\n")
+    (credentials / "PRO6000_HUB_TOKEN").chmod(0o600)
+    refused = check(config, {"CREDENTIALS_DIRECTORY": str(credentials), "PRO6000_SGLANG_API_KEY": "sk-environment"})
+    assert refused.returncode == 2
+    assert "secrets names PRO6000_SGLANG_API_KEY, not found as files in $CREDENTIALS_DIRECTORY" in refused.stderr
+    (credentials / "PRO6000_SGLANG_API_KEY").write_text("sk-check\n")
+    (credentials / "PRO6000_SGLANG_API_KEY").chmod(0o600)
+    assert check(config, {"CREDENTIALS_DIRECTORY": str(credentials)}).returncode == 0

@@ -93,7 +93,7 @@ def test_status_without_a_host_targets_the_hosts_the_user_may_see(spied_ops, run
 
 
 def test_secrets_come_from_the_bot_environment_only_when_named(tmp_path, local_inventory, runner_spy):
-    config = load_config(write_config(tmp_path, local_inventory, secrets=["PRO6000_HUB_TOKEN", "UNSET_ONE"]))
+    config = load_config(write_config(tmp_path, local_inventory, secrets=["PRO6000_HUB_TOKEN"]))
     ops = ChatOps(config, execute=runner_spy,
                   secret_source={"PRO6000_HUB_TOKEN": "hf_secret", "CHAT_BOT_TOKEN": "xoxb"})
     ops.handle("alice", "bench pro6000-01")

@@ -6,8 +6,10 @@ import urllib.parse
 import pytest
 
 from pro6000_chatops import ChatOps, load_config
+from pro6000_chatops.config import ConfigError
 from pro6000_chatops.masking import REDACTED, Masker
 from pro6000_chatops.runs import CANCEL_POLL_S, PlaybookRun, runner_config
+from pro6000_chatops.secrets import find_secrets
 
 from chatops_support import LOCAL_PLAYBOOKS, TESTS, write_config
 
@@ -117,3 +119,53 @@ def test_the_masker_leaves_ordinary_text_alone():
     text = ("TASK [Download the weights] ok: [pro6000-01] => hf_Leak/Test+Tok=012345678 "
             "aGZfTGVhay9UZXN0K1Rv is not the whole token; 68665f4c65616b")
     assert Masker([TOKEN, "short"]).text(text) == text
+
+
+# Where the secrets come from (secrets.py): the unit's credentials, or the command line's
+# environment. A name the configuration gives is never dropped for want of a value.
+API_KEY = "sk-sglang-credential-0123456789"
+
+
+def _credentials(folder, values, mode=0o400):
+    folder.mkdir()
+    for name, value in values.items():
+        (folder / name).write_text(value + "\n")
+        (folder / name).chmod(mode)
+    return folder
+
+
+def test_a_named_secret_that_cannot_be_found_is_an_error_not_dropped(tmp_path, local_inventory, runner_spy):
+    config = load_config(write_config(tmp_path, local_inventory,
+                                      secrets=["PRO6000_HUB_TOKEN", "PRO6000_SGLANG_API_KEY"]))
+    with pytest.raises(ConfigError, match=r"secrets names PRO6000_SGLANG_API_KEY, not found in the bot's environment"):
+        ChatOps(config, execute=runner_spy, secret_source={"PRO6000_HUB_TOKEN": SECRET})
+    with pytest.raises(ConfigError, match=r"secrets names PRO6000_HUB_TOKEN, not found"):
+        ChatOps(config, execute=runner_spy, secret_source={"PRO6000_HUB_TOKEN": "", "PRO6000_SGLANG_API_KEY": API_KEY})
+    assert runner_spy.calls == [] and not config.audit_log.exists()
+
+
+def test_under_the_unit_the_secrets_come_from_its_credentials_and_reach_the_run(tmp_path, local_inventory, runner_spy):
+    credentials = _credentials(tmp_path / "credentials", {"PRO6000_HUB_TOKEN": SECRET, "PRO6000_SGLANG_API_KEY": API_KEY})
+    config = load_config(write_config(tmp_path, local_inventory,
+                                      secrets=["PRO6000_HUB_TOKEN", "PRO6000_SGLANG_API_KEY"]))
+    # The unit's Environment= never holds a secret; one that did is not what the run gets.
+    ops = ChatOps(config, execute=runner_spy, secret_source={
+        "CREDENTIALS_DIRECTORY": str(credentials), "PRO6000_HUB_TOKEN": "hf_from_the_environment"})
+    assert ops.handle("alice", "bench pro6000-01").accepted
+    assert runner_spy.calls[0].secrets == {"PRO6000_HUB_TOKEN": SECRET, "PRO6000_SGLANG_API_KEY": API_KEY}
+    assert SECRET not in config.audit_log.read_text() and API_KEY not in config.audit_log.read_text()
+
+
+def test_a_credential_missing_or_readable_by_others_is_an_error(tmp_path, local_inventory):
+    credentials = _credentials(tmp_path / "credentials", {"PRO6000_HUB_TOKEN": SECRET}, mode=0o644)
+    config = load_config(write_config(tmp_path, local_inventory,
+                                      secrets=["PRO6000_HUB_TOKEN", "PRO6000_SGLANG_API_KEY"]))
+    with pytest.raises(ConfigError, match=r"secret PRO6000_HUB_TOKEN .* is readable by other users"):
+        find_secrets(config.secrets, {"CREDENTIALS_DIRECTORY": str(credentials)})
+    (credentials / "PRO6000_HUB_TOKEN").chmod(0o600)
+    with pytest.raises(ConfigError, match=r"secrets names PRO6000_SGLANG_API_KEY, not found as files in "
+                                          r"\$CREDENTIALS_DIRECTORY \(.*credentials; the unit's LoadCredential=\)"):
+        find_secrets(config.secrets, {"CREDENTIALS_DIRECTORY": str(credentials), "PRO6000_SGLANG_API_KEY": API_KEY})
+    (credentials / "PRO6000_SGLANG_API_KEY").symlink_to(credentials / "PRO6000_HUB_TOKEN")
+    with pytest.raises(ConfigError, match=r"secret PRO6000_SGLANG_API_KEY .*: Too many levels of symbolic links"):
+        find_secrets(config.secrets, {"CREDENTIALS_DIRECTORY": str(credentials)})

@@ -22,7 +22,6 @@ import html
 import logging
 import os
 import re
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from nio import (AsyncClient, AsyncClientConfig, ProfileGetDisplayNameResponse, 
                  RoomMessageText, RoomSendError, SyncError, WhoamiError)
 
 from ..config import ConfigError
+from ..files import read_private_text
 from .base import ChatAdapter, ChatCommand, CommandHandler
 
 logger = logging.getLogger(__name__)
@@ -104,14 +104,11 @@ class MatrixSettings:
 def read_access_token(path: Path) -> str:
     """The token, from a file no other user can read (systemd's LoadCredential= gives one)."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError as error:
+        token = read_private_text(path, "matrix.access_token_file").strip()
+    except FileNotFoundError as error:
         raise ConfigError(f"matrix.access_token_file {path}: {error.strerror}") from None
-    with os.fdopen(descriptor, encoding="utf-8") as handle:
-        if stat.S_IMODE(os.fstat(handle.fileno()).st_mode) & 0o007:
-            raise ConfigError(f"matrix.access_token_file {path} is readable by other users: "
-                              "make it mode 0600 or 0400")
-        token = handle.read().strip()
+    except OSError as error:
+        raise ConfigError(error.strerror or str(error)) from None
     if not token or not token.isprintable() or " " in token:
         raise ConfigError(f"matrix.access_token_file {path} does not hold one access token")
     return token
