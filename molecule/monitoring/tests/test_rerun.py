@@ -22,7 +22,7 @@ CONVERGE = {
 STATE = {
     "pro6000.inference.metrics_exporters":
         "Check the variables, then compare the exporters with what the role recorded and wants",
-    "pro6000.inference.monitoring": "Compare Prometheus and Alertmanager with what is wanted",
+    "pro6000.inference.monitoring": "Check the variables, then compare Prometheus and Alertmanager with what is wanted",
 }
 # Task actions that run on the controller alone.
 CONTROLLER_ACTIONS = {"ansible.builtin.validate_argument_spec", "ansible.builtin.include_tasks",

@@ -525,7 +525,9 @@ def test_sse_comments_one_byte_per_packet_keep_time_and_memory_bounded(tmp_path)
             "sglang_bench", dict(HOSTILE, url=hostile.url, timeout=4), tmp_path, MEASURED_MEMORY_LIMIT, 30)
     assert seconds <= 4 + 2
     assert hostile.sent > 200000
-    assert peak - baseline <= 2 * hostile.sent + 2 * 1024 * 1024, (peak - baseline, hostile.sent)
+    # 4 MiB of slack for the interpreter and the allocator (Python 3.13 used 2.1 MiB of it); main
+    # held 40 (bench) to 150 (probe) bytes per byte sent.
+    assert peak - baseline <= 2 * hostile.sent + 4 * 1024 * 1024, (peak - baseline, hostile.sent)
     assert result is not None, err
     assert result["failed"] and ("failed: POST %s/v1/chat/completions: deadline reached while waiting for the answer"
                                  % hostile.url) in result["msg"]

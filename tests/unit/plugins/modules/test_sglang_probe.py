@@ -298,7 +298,9 @@ def test_one_byte_per_packet_keeps_memory_to_the_bytes_and_time_to_the_timeout(t
     # The answer is held as its bytes (twice while it is copied out), whatever the size of its reads;
     # a Python object per read costs about 120 bytes (the 694 MB).
     assert hostile.sent > 30000
-    assert peak - baseline <= 2 * hostile.sent + 2 * 1024 * 1024, (peak - baseline, hostile.sent)
+    # 4 MiB of slack for the interpreter and the allocator (Python 3.13 used 2.1 MiB of it); main
+    # held 40 (bench) to 150 (probe) bytes per byte sent.
+    assert peak - baseline <= 2 * hostile.sent + 4 * 1024 * 1024, (peak - baseline, hostile.sent)
     assert seconds <= 4 + 2
     assert result is not None, err
     assert result["failed"] and result["msg"].startswith("%s/health did not answer HTTP 200 within " % hostile.url)
