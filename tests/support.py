@@ -4,6 +4,7 @@ Importable as ``support`` once the repository's tests/ directory is on sys.path
 (tests/unit/conftest.py, tests/integration/test_argv_real_parser.py, tests/benchmarks/_double.py
 and chatops/tests/conftest.py put it there).
 """
+import hashlib
 import importlib.util
 import json
 import os
@@ -212,3 +213,14 @@ DEEP_JSON = b"[" * 100000 + b"]" * 100000
 # The address space of a measured module run: a broken memory bound fails the test with a
 # MemoryError instead of filling a shared machine.
 MEASURED_MEMORY_LIMIT = 1024 ** 3
+
+
+def sha256_hex(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def manifest_entry(data, algo="sha256"):
+    """A manifest entry of model_stage's weights engine for data: size, algorithm and digest
+    (sha256, or the git blob id that git_sha1 names)."""
+    digest = sha256_hex(data) if algo == "sha256" else hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    return {"size": len(data), "algo": algo, "digest": digest}
