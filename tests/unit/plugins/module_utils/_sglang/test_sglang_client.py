@@ -40,7 +40,7 @@ def stream(server, payload=None, **kwargs):
     """One streamed chat request through the request engine, parsed."""
     client = sglang_client.SGLangClient(server.url, retry_delay=0.01)
     captures, _wall = sglang_http.run_requests(client, 1, 1, lambda index: ("POST", "/v1/chat/completions", payload or chat()),
-                                      **kwargs)
+                                               **kwargs)
     assert len(captures) == 1
     return sglang_stream.parse_stream(captures[0])
 
@@ -200,7 +200,7 @@ def test_deadline_already_passed_sends_nothing(server):
 
 def test_one_kept_alive_connection_per_worker(server):
     captures, wall = sglang_http.run_requests(sglang_client.SGLangClient(server.url), 3, 2,
-                                     lambda index: ("POST", "/v1/chat/completions", chat(8 + index)))
+                                              lambda index: ("POST", "/v1/chat/completions", chat(8 + index)))
     results = dict((c.index, sglang_stream.parse_stream(c)) for c in captures)
     assert sorted(results) == [0, 1, 2, 3, 4, 5]
     assert all(r.ok and r.n_out == 8 + i for i, r in results.items())
@@ -223,7 +223,7 @@ def test_total_caps_the_requests_and_json_answers_decode(server):
 def test_connection_refused_is_recorded_not_raised():
     port = free_port()
     captures, _wall = sglang_http.run_requests(sglang_client.SGLangClient("http://127.0.0.1:%d" % port), 2, 1,
-                                      lambda index: ("POST", "/v1/chat/completions", chat()))
+                                               lambda index: ("POST", "/v1/chat/completions", chat()))
     assert len(captures) == 2 and all("ConnectionRefusedError" in c.error for c in captures)
 
 
@@ -394,7 +394,7 @@ def test_https_through_a_proxy_asks_for_a_tunnel_and_names_a_refusal(monkeypatch
     monkeypatch.delenv("no_proxy", raising=False)
     try:
         with pytest.raises(sglang_errors.SGLangError, match="the proxy refused the tunnel to gpu01.example.invalid:30000: "
-                                                 "HTTP/1.1 407 Proxy Authentication Required"):
+                           "HTTP/1.1 407 Proxy Authentication Required"):
             sglang_client.SGLangClient("https://gpu01.example.invalid:30000", retries=0).get("/health")
     finally:
         listener.close()
@@ -408,14 +408,14 @@ def test_https_through_a_proxy_asks_for_a_tunnel_and_names_a_refusal(monkeypatch
 
 def test_speculative_settings_normalise_ddtree_forms():
     assert sglang_client.speculative_settings({"speculative_algorithm": "DDTREE", "speculative_ddtree_budget": 15,
-                                    "speculative_num_draft_tokens": 16})["algorithm"] == "DDTREE"
+                                               "speculative_num_draft_tokens": 16})["algorithm"] == "DDTREE"
     fork = sglang_client.speculative_settings({"speculative_algorithm": "dflash", "speculative_dflash_enable_ddtree": True})
     assert fork["algorithm"] == "DDTREE"
     off = sglang_client.speculative_settings({"speculative_algorithm": None, "internal_states": [{}, {}]})
     assert off["algorithm"] is None and off["avg_spec_accept_length"] == []
     ranks = sglang_client.speculative_settings({"speculative_algorithm": "DFLASH",
-                                     "internal_states": [{"avg_spec_accept_length": 6.0},
-                                                         {"avg_spec_accept_length": 7.0}]})
+                                                "internal_states": [{"avg_spec_accept_length": 6.0},
+                                                                    {"avg_spec_accept_length": 7.0}]})
     assert ranks["avg_spec_accept_length"] == [6.0, 7.0]
 
 
@@ -473,7 +473,7 @@ def test_the_answers_of_one_call_are_capped_together(server, monkeypatch):
     limit_bytes = int(2.5 * len(client.get("/server_info").body))  # room for two answers, not three
     monkeypatch.setattr(sglang_http, "RUN_LIMIT", limit_bytes)
     captures, _wall = sglang_http.run_requests(client, 2, 3, lambda index: ("GET", "/server_info", None),
-                                      deadline=time.perf_counter() + 10)
+                                               deadline=time.perf_counter() + 10)
     assert len(captures) == 6
     errors = [c.error for c in captures]
     limit = sglang_http.RUN_LIMIT_MESSAGE % limit_bytes
@@ -572,7 +572,7 @@ def test_a_deadline_passed_while_connecting_opens_no_more_connections(silent, mo
     monkeypatch.setattr(sglang_http.Connection, "open", slow_open)
     client = sglang_client.SGLangClient(silent.url)
     captures, _wall = sglang_http.run_requests(client, 1000, 1, lambda index: ("GET", "/health", None),
-                                      deadline=time.perf_counter() + 0.2)
+                                               deadline=time.perf_counter() + 0.2)
     # About 0.2 / 0.05 connections before the deadline, then none: not one per worker.
     assert len(opened) <= 10 and len(captures) == 1000
     assert all(c.error.startswith("deadline reached") for c in captures)
@@ -617,7 +617,7 @@ def test_decoding_many_small_chunks_stops_at_the_deadline():
     with HostileServer({"/health": answer}) as hostile:
         started = time.perf_counter()
         captures, _wall = sglang_http.run_requests(sglang_client.SGLangClient(hostile.url), 1, 1, lambda index: ("GET", "/health", None),
-                                          deadline=started + 1.5)
+                                                   deadline=started + 1.5)
         elapsed = time.perf_counter() - started
     assert captures[0].error == "deadline reached while decoding the answer"
     assert elapsed < 1.5 + SERVER_SIDE_SLACK_S

@@ -16,7 +16,7 @@ def test_manifest_refuses_paths_that_leave_the_tree_or_clash_with_bookkeeping(pa
 
 def test_manifest_takes_sha256_or_git_blob_ids_and_refuses_duplicates_and_missing_digests():
     files = lock.normalize_manifest([{"path": "a/b.safetensors", "size": 3, "sha256": "A" * 64},
-                                  {"path": "config.json", "size": 2, "git_sha1": "b" * 40}])
+                                     {"path": "config.json", "size": 2, "git_sha1": "b" * 40}])
     assert files["a/b.safetensors"] == {"size": 3, "algo": "sha256", "digest": "a" * 64}
     assert files["config.json"]["algo"] == "git_sha1"
     with pytest.raises(errors.WeightsError, match="duplicate"):
