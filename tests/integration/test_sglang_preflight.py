@@ -34,6 +34,7 @@ CASES = [
     ("index pinned bare", {"sglang_source": "index", "sglang_version": "0.5.23"}, None),
 ]
 
+
 def git(repo, *args):
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
                           env=GIT_ENV).stdout.strip()
