@@ -302,3 +302,9 @@ def run_cases(root, cases, defaults, tasks_from=None, check=True, play_vars=None
                           cwd=root)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     return json.loads((root / "outcomes.json").read_text())
+
+
+def sglang_chat(max_tokens=32):
+    """A streamed chat completion request for the SGLang client's tests, usage in every event."""
+    return {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": max_tokens,
+            "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
