@@ -6,16 +6,8 @@ Alertmanager beyond loopback without a password or with peers systemd's IPAddres
 hold (finding 6), before anything changes and naming the variable: their
 first check (tasks/state.yml, module host_state, whose rules fail before it reads anything), run
 by real ansible-playbook on localhost in check mode, one playbook run for every case."""
-import json
-import os
-import pathlib
-import shutil
-import subprocess
-import sys
-
 import pytest
-
-REPO = pathlib.Path(__file__).resolve().parents[2]
+from support import run_cases
 
 # (case, role, role variables, None when accepted, else what the failure message must contain)
 CASES = [
@@ -57,47 +49,7 @@ CASES = [
      'metrics_exporters_textfile_dir = "/var/lib/x --web.x": every word must be free of'),
 ]
 
-PLAY = """
-- name: Run each role's first check for each case, in check mode
-  hosts: localhost
-  connection: local
-  gather_facts: true
-  gather_subset: [min]
-  vars:
-    cases: {cases}
-    outcomes: {{}}
-  tasks:
-    - name: Run one case
-      ansible.builtin.include_tasks: {case_file}
-      loop: "{{{{ cases }}}}"
-      loop_control:
-        loop_var: case
-    - name: Write the outcomes
-      ansible.builtin.copy:
-        dest: {out}
-        content: "{{{{ outcomes | to_json }}}}"
-        mode: "0644"
-      check_mode: false
-"""
-
 # Each variable of the cases, else its role default.
-CASE = """
-- name: Run the first check with this case's variables
-  block:
-    - name: Include the first check
-      ansible.builtin.include_role:
-        name: pro6000.inference.{{{{ case.role }}}}
-        tasks_from: state
-      vars:
-{variables}
-    - name: Note that it passed
-      ansible.builtin.set_fact:
-        outcomes: "{{{{ outcomes | combine({{case.name: None}}) }}}}"
-  rescue:
-    - name: Note why it failed
-      ansible.builtin.set_fact:
-        outcomes: "{{{{ outcomes | combine({{case.name: ansible_failed_result.msg}}) }}}}"
-"""
 DEFAULTS = {
     "monitoring_retention": "30d", "monitoring_scrape_interval": "15s", "monitoring_listen_address": "127.0.0.1",
     "monitoring_prometheus_port": 9090, "monitoring_alertmanager_port": 9093,
@@ -109,20 +61,8 @@ DEFAULTS = {
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory):
-    root = tmp_path_factory.mktemp("monitoring-preflight")
-    variables = "\n".join("        %s: \"{{ case.vars.%s | default(%s) }}\"" % (name, name, json.dumps(default).replace('"', "'"))
-                          for name, default in DEFAULTS.items())
-    (root / "case.yml").write_text(CASE.format(variables=variables))
-    cases = [{"name": name, "role": role, "vars": variables} for name, role, variables, _expected in CASES]
-    (root / "play.yml").write_text(PLAY.format(cases=json.dumps(cases), case_file=root / "case.yml",
-                                               out=root / "outcomes.json"))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"), ANSIBLE_INJECT_FACT_VARS="False",
-               ANSIBLE_LOCALHOST_WARNING="False", ANSIBLE_INVENTORY_UNPARSED_WARNING="False",
-               PATH=os.pathsep.join([str(pathlib.Path(sys.executable).parent), os.environ.get("PATH", "")]))
-    done = subprocess.run([shutil.which("ansible-playbook", path=env["PATH"]), "--check", str(root / "play.yml")],
-                          env=env, capture_output=True, text=True, timeout=300, check=False, cwd=root)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    return json.loads((root / "outcomes.json").read_text())
+    return run_cases(tmp_path_factory.mktemp("monitoring-preflight"),
+                     [(name, role, variables) for name, role, variables, _expected in CASES], DEFAULTS, tasks_from="state")
 
 
 @pytest.mark.parametrize("name, expected", [(name, expected) for name, _role, _vars, expected in CASES])
@@ -130,4 +70,4 @@ def test_the_first_check_accepts_or_names_the_variable_and_why(outcomes, name, e
     if expected is None:
         assert outcomes[name] is None
     else:
-        assert outcomes[name] and expected in outcomes[name], outcomes[name]
+        assert outcomes[name] and expected in outcomes[name]["msg"], outcomes[name]
