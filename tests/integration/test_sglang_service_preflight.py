@@ -49,6 +49,19 @@ CASES = [
      'sglang_service_ip_address_allow = ["::/0"]: must name the clients'),
     ("public host, allow-list of loopback alone", {"sglang_service_host": "0.0.0.0", "sglang_service_api_key": "k" * 32},
      'sglang_service_ip_address_allow = ["localhost"]: must name the clients'),
+    # issue 37: a scraper on another host (common_metrics_scrapers) takes the replicas off
+    # loopback, where SGLang's /metrics answers without a key and its API only with one.
+    ("scraper on another host, with a key", {"common_metrics_scrapers": ["10.0.0.5"], "sglang_service_api_key": "k" * 32},
+     None),
+    ("scraper on another host, without a key", {"common_metrics_scrapers": ["127.0.0.1", "10.0.0.5"]},
+     'sglang_service_api_key = "": must be set: common_metrics_scrapers 127.0.0.1, 10.0.0.5 names a scraper beyond'
+     ' loopback, so every replica binds 0.0.0.0'),
+    ("scraper on another host, replicas without metrics",
+     {"common_metrics_scrapers": ["10.0.0.5"], "sglang_service_enable_metrics": False}, None),
+    ("scrapers of everyone", {"common_metrics_scrapers": ["0.0.0.0/0"], "sglang_service_api_key": "k" * 32},
+     'common_metrics_scrapers = ["0.0.0.0/0"]: must name the monitoring hosts'),
+    ("scraper by name", {"common_metrics_scrapers": ["monitoring.example"], "sglang_service_api_key": "k" * 32},
+     "'monitoring.example' (common_metrics_scrapers) are neither IP addresses nor networks"),
     # The role's earlier rules moved with the check from module host_state to the controller.
     ("negative context length", {"sglang_service_context_length": -1},
      "sglang_service_context_length = -1: must be 0 (the model's own) or a positive number of tokens"),
@@ -61,7 +74,8 @@ DEFAULTS = {
     "sglang_service_port": 30000, "sglang_service_replica_port": 30001, "sglang_service_gpus": [],
     "sglang_service_tensor_parallel_size": 1, "sglang_service_unit_name": "sglang-qwen",
     "sglang_service_config_dir": "/etc/sglang-qwen", "sglang_service_context_length": 0, "sglang_service_api_key": "",
-    "sglang_service_ip_address_allow": ["localhost"],
+    "sglang_service_ip_address_allow": ["localhost"], "sglang_service_enable_metrics": True,
+    "common_metrics_scrapers": ["127.0.0.1"],
 }
 
 
