@@ -44,6 +44,12 @@ CASES = [
      "monitoring_scrape_address, monitoring_alertmanager_webhook_url = [\"chat.example\"]"),
     ("a webhook by name on loopback", "monitoring", {"monitoring_alertmanager_webhook_url": "https://chat.example/hook"},
      None),
+    # Issue 37, item 1: alerts that go nowhere only when a site says so.
+    ("neither a webhook nor receiver none", "monitoring", {"monitoring_alerts_receiver": "webhook"},
+     "monitoring_alerts_receiver, monitoring_alertmanager_webhook_url = [\"webhook\", \"\"]: give the webhook"),
+    ("receiver none beside a webhook", "monitoring",
+     {"monitoring_alerts_receiver": "none", "monitoring_alertmanager_webhook_url": "http://10.0.0.9/hook"},
+     "monitoring_alerts_receiver: none sends no alert to the webhook given"),
     ("exporters accepted", "metrics_exporters", {}, None),
     ("node exporter port 99999", "metrics_exporters", {"metrics_exporters_node_exporter_port": 99999},
      "metrics_exporters_node_exporter_port = 99999: must be a TCP port"),
@@ -112,6 +118,10 @@ def outcomes(tmp_path_factory):
     root = tmp_path_factory.mktemp("monitoring-preflight")
     variables = "\n".join("        %s: \"{{ case.vars.%s | default(%s) }}\"" % (name, name, json.dumps(default).replace('"', "'"))
                           for name, default in DEFAULTS.items())
+    # A case without a receiver of its own sends to its webhook when it gives one, else keeps the alerts
+    # in Alertmanager (none): each case is then refused for its own reason only.
+    variables += ("\n        monitoring_alerts_receiver: \"{{ case.vars.monitoring_alerts_receiver | default('webhook'"
+                  " if case.vars.monitoring_alertmanager_webhook_url | default('') else 'none') }}\"")
     (root / "case.yml").write_text(CASE.format(variables=variables))
     cases = [{"name": name, "role": role, "vars": variables} for name, role, variables, _expected in CASES]
     (root / "play.yml").write_text(PLAY.format(cases=json.dumps(cases), case_file=root / "case.yml",
