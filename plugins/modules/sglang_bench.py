@@ -44,6 +44,14 @@ description:
     benchmark reports) is recorded as C(per_request_mean)."
   - Prompts are fixed natural-language prompts shipped with the module, since acceptance
     depends on content, or the site's own from O(prompts_path).
+  - Every request's prompt starts with a tag of its own (8 random hex digits in brackets), so
+    no two requests of a run, or of two runs, share more than a character or two of prefix.
+    A gateway that routes by prefix (smg's C(cache_aware): a request whose text matches less
+    than its cache threshold, 0.5 by default, of a tree entry goes to the least loaded worker)
+    then sends the concurrent requests of a level to every replica, as it does with a
+    production mix of new conversations, instead of pinning the few fixed prompts to the
+    replicas that saw them first; and the server's prefix cache holds no earlier answer of the
+    same text. Recorded as C(prompt_mode.distinct_prefix).
   - "Prompt mode, recorded as C(prompt_mode) in the result: the throughput phases use the chat
     API with the model's chat template and thinking explicitly on or off (O(thinking), sent as
     C(chat_template_kwargs: {enable_thinking: ...}), which Qwen3's templates read; Qwen3.6 thinks
@@ -310,6 +318,7 @@ import json
 import math
 import random
 import re
+import secrets
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -382,6 +391,20 @@ def prompt(index, prompts=PROMPTS):
     return prompts[index % len(prompts)]
 
 
+class DistinctPrompts:
+    """``prompts``, each one read with a tag of its own in front (8 random hex digits): requests
+    share no prefix, so a prefix-routing gateway treats each as a new conversation."""
+
+    def __init__(self, prompts):
+        self.prompts = tuple(prompts)
+
+    def __len__(self):
+        return len(self.prompts)
+
+    def __getitem__(self, index):
+        return "[%s] %s" % (secrets.token_hex(4), self.prompts[index])
+
+
 def load_prompts(path):
     """The prompts of a JSON Lines file (one {"prompt": str} per line), or ValueError naming the line."""
     found = []
@@ -406,7 +429,8 @@ def prompt_mode(params, prompts):
     """What the result records about the prompts used."""
     return {"api": "chat (/v1/chat/completions), acceptance through native /generate without a template",
             "thinking": params["thinking"], "chat_template_kwargs": {"enable_thinking": params["thinking"]},
-            "prompt_set": params["prompts_path"] or "builtin", "prompts": len(prompts)}
+            "prompt_set": params["prompts_path"] or "builtin", "prompts": len(prompts),
+            "distinct_prefix": isinstance(prompts, DistinctPrompts)}
 
 
 class Deadline:
@@ -676,6 +700,7 @@ def run_benchmark(client, params, records=None, prompts=PROMPTS, check_mode=Fals
     ``records`` (a list) receives one record per measured request; in check mode only the
     preflight reads, with what would run."""
     records = [] if records is None else records
+    prompts = prompts if isinstance(prompts, DistinctPrompts) else DistinctPrompts(prompts)
     thinking = params["thinking"]
     objectives = (params["max_ttft_p99_s"], params["max_tpot_p99_s"], params["max_e2e_p99_s"])
     deadline = Deadline(params["timeout"])
