@@ -46,9 +46,9 @@ description:
     depends on content, or the site's own from O(prompts_path).
   - Every request's prompt starts with a tag of its own (8 random hex digits in brackets), so
     no two requests of a run, or of two runs, share more than a character or two of prefix.
-    A gateway that routes by prefix (smg's C(cache_aware): a request whose text matches less
-    than its cache threshold, 0.5 by default, of a tree entry goes to the least loaded worker)
-    then sends the concurrent requests of a level to every replica, as it does with a
+    A gateway that routes by prefix (smg's C(cache_aware), where a request whose text matches
+    less than its cache threshold, 0.5 by default, of a tree entry goes to the least loaded
+    worker) then sends the concurrent requests of a level to every replica, as it does with a
     production mix of new conversations, instead of pinning the few fixed prompts to the
     replicas that saw them first; and the server's prefix cache holds no earlier answer of the
     same text. Recorded as C(prompt_mode.distinct_prefix).

@@ -67,6 +67,15 @@ def test_every_target_is_up_from_the_monitoring_host(host):
         ("sglang", GPU_NAME, name, "up") for name in REPLICAS] + [("smg", GPU_NAME, "", "up")]
 
 
+def test_alerts_go_to_the_webhook_the_production_inventory_asks_for(host):
+    # The shipped inventory has the monitoring group (doubles.yml only adds this host to it) and
+    # leaves the receiver to the site, which role monitoring requires (webhook or none).
+    shipped = yaml.safe_load((PROJECT / "inventories/production/hosts.yml").read_text())
+    assert "pro6000_monitoring" in shipped
+    receiver = yaml.safe_load(host.file("/etc/prometheus/alertmanager.yml").content_string)["receivers"]
+    assert receiver == [{"name": "pro6000", "webhook_configs": [{"url": "http://127.0.0.1:8086/alerts"}]}]
+
+
 def test_the_gateway_passed_the_smoke_gate_of_productions_default_policy():
     defaults = yaml.safe_load((PROJECT / "roles/sglang_service/defaults/main.yml").read_text())
     production = yaml.safe_load((PROJECT / "inventories/production/group_vars/pro6000/main.yml").read_text())
