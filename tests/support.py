@@ -4,6 +4,7 @@ Importable as ``support`` once the repository's tests/ directory is on sys.path
 (tests/unit/conftest.py, tests/integration/test_argv_real_parser.py, tests/benchmarks/_double.py
 and chatops/tests/conftest.py put it there).
 """
+import hashlib
 import importlib.util
 import json
 import os
@@ -212,3 +213,98 @@ DEEP_JSON = b"[" * 100000 + b"]" * 100000
 # The address space of a measured module run: a broken memory bound fails the test with a
 # MemoryError instead of filling a shared machine.
 MEASURED_MEMORY_LIMIT = 1024 ** 3
+
+
+def sha256_hex(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def manifest_entry(data, algo="sha256"):
+    """A manifest entry of model_stage's weights engine for data: size, algorithm and digest
+    (sha256, or the git blob id that git_sha1 names)."""
+    digest = sha256_hex(data) if algo == "sha256" else hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    return {"size": len(data), "algo": algo, "digest": digest}
+
+
+CASES_PLAY = """
+- name: Run each case against its role, one playbook run for all
+  hosts: localhost
+  connection: local
+  gather_facts: true
+  gather_subset: [min]
+  vars: {play_vars}
+  tasks:
+{read_facts}    - name: Run one case
+      ansible.builtin.include_tasks: {case_file}
+      loop: "{{{{ cases }}}}"
+      loop_control:
+        loop_var: case
+    - name: Write the outcomes
+      ansible.builtin.copy:
+        dest: {out}
+        content: "{{{{ outcomes | to_json }}}}"
+        mode: "0644"
+      check_mode: false
+"""
+
+READ_FACTS = """    - name: Read the recorded facts from the test's fact directory
+      ansible.builtin.setup:
+        gather_subset: ["!all", "!min", "local"]
+        fact_path: {fact_path}
+"""
+
+# A failed loop's message is each failed item's; otherwise the task's own.
+CASE_TASKS = """
+- name: Run the role with this case's variables
+  block:
+    - name: Include the role
+      ansible.builtin.include_role:
+        name: pro6000.inference.{{{{ case.role }}}}
+{tasks_from}      vars:
+{variables}
+    - name: Note that it passed
+      ansible.builtin.set_fact:
+        outcomes: "{{{{ outcomes | combine({{case.name: None}}) }}}}"
+  rescue:
+    - name: Note which task failed and why
+      ansible.builtin.set_fact:
+        outcomes: "{{{{ outcomes | combine({{case.name: {{'task': ansible_failed_task.name, 'msg': __why or ansible_failed_result.msg}}}}) }}}}"
+      vars:
+        __why: "{{{{ ansible_failed_result.results | default([]) | selectattr('failed', 'true') | map(attribute='msg') | join('; ') }}}}"
+"""
+
+
+def run_cases(root, cases, defaults, tasks_from=None, check=True, play_vars=None, fact_path=None):
+    """Run roles on localhost with real ansible-playbook, once for every case, and return
+    {case name: None when the role passed, else {"task": the failed task's name, "msg": why}}.
+
+    cases: (name, role, variables) each; a case's variables go over ``defaults`` and reach the
+    role as include_role vars. tasks_from: the role's task file to include (else the whole
+    role); check: in check mode; play_vars: the play's vars; fact_path: a facts.d to load first."""
+    root = pathlib.Path(root)
+    names = sorted(set(defaults).union(*(variables for _name, _role, variables in cases)))
+    variables = "".join('        %s: "{{ case.vars.%s }}"\n' % (name, name) for name in names)
+    (root / "case.yml").write_text(CASE_TASKS.format(
+        tasks_from="        tasks_from: %s\n" % tasks_from if tasks_from else "", variables=variables.rstrip("\n")))
+    listed = [{"name": name, "role": role, "vars": dict(defaults, **variables)} for name, role, variables in cases]
+    for case in listed:
+        missing = set(names) - set(case["vars"])
+        assert not missing, "case %r sets none of %s and they have no default" % (case["name"], sorted(missing))
+    read_facts = "" if fact_path is None else READ_FACTS.format(fact_path=json.dumps(str(fact_path)))
+    (root / "play.yml").write_text(CASES_PLAY.format(
+        play_vars=json.dumps(dict(play_vars or {}, cases=listed, outcomes={})), read_facts=read_facts,
+        case_file=json.dumps(str(root / "case.yml")), out=json.dumps(str(root / "outcomes.json"))))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO_ROOT / "collections"), ANSIBLE_INJECT_FACT_VARS="False",
+               ANSIBLE_LOCALHOST_WARNING="False", ANSIBLE_INVENTORY_UNPARSED_WARNING="False",
+               PATH=os.pathsep.join([str(pathlib.Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    done = subprocess.run([str(pathlib.Path(sys.executable).parent / "ansible-playbook"), *(["--check"] if check else []),
+                           str(root / "play.yml")], env=env, capture_output=True, text=True, timeout=300, check=False,
+                          cwd=root)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return json.loads((root / "outcomes.json").read_text())
+
+
+def sglang_chat(max_tokens=32):
+    """A streamed chat completion request for the SGLang client's tests, usage in every event."""
+    return {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": max_tokens,
+            "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}

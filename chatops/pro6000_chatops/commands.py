@@ -69,7 +69,7 @@ class Action:
 
 # The extra vars are the sglang_service role's own variables (roles/sglang_service/defaults).
 ALGORITHM_EXTRA_VAR = "sglang_service_speculative_algorithm"
-# The ranges are the role's (speculative.py, a copy of the collection's module_utils/_speculative.py).
+# The ranges are the role's (speculative.py, a copy of the collection's module_utils/_sglang/speculative.py).
 DRAFT = NumberParameter("draft", *DRAFT_LENGTH_RANGE, "sglang_service_draft_length")
 BUDGET = NumberParameter("budget", *DDTREE_BUDGET_RANGE, "sglang_service_ddtree_budget")
 

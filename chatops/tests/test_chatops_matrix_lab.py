@@ -27,8 +27,8 @@ from matrix_support import (BOT, BotProcess, assert_is_the_bots_escaped_reply, a
 
 pytestmark = pytest.mark.lab
 
-# smoke_result_path of the lab and its first replica (inventories/lab, role sglang_service's plan
-# of the lab's four GPUs).
+# Role smoke's default smoke_result_path, and the lab's first replica (inventories/lab, role
+# sglang_service's plan of the lab's four GPUs).
 BENCH_RESULT = "/var/lib/pro6000/smoke/bench.json"
 UNIT = "sglang-qwen-0"
 SUMMARY_LINE = re.compile(

@@ -61,7 +61,7 @@ _value:
   elements: dict
 """
 
-from ansible_collections.pro6000.inference.plugins.module_utils._weights import marker_identity
+from ansible_collections.pro6000.inference.plugins.module_utils._weights.tree import marker_identity
 
 
 def model_weights_copies(models, root, source, group, dir_mode, file_mode):

@@ -66,7 +66,7 @@ _value:
 
 import re
 
-from ansible_collections.pro6000.inference.plugins.module_utils._weights import (
+from ansible_collections.pro6000.inference.plugins.module_utils._weights.checks import (
     COMMIT_RE, check_dir_path, check_manifest_name, check_repo_id, check_revision, passes,
 )
 

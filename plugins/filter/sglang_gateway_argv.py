@@ -21,7 +21,9 @@ description:
   - Flag names are those of smg 1.13.0 (C(smg launch --help)).
 options:
   _input:
-    description: The C(gateway) entry of the replica plan (C(host), C(port), C(metrics_port)).
+    description: >-
+      The C(gateway) entry of the replica plan (C(host), C(port), C(metrics_host), C(metrics_port));
+      C(metrics_host) defaults to C(127.0.0.1).
     type: dict
     required: true
   settings:
@@ -78,8 +80,10 @@ def sglang_gateway_argv(gateway, settings):
             # The manifest is re-read as soon as it changes; the interval only backs that up.
             "--discovery-check-interval-secs", "5",
             "--policy", str(settings.get("policy") or "cache_aware"),
-            # Metrics stay on loopback: the exporters and Prometheus scrape them there.
-            "--prometheus-host", "127.0.0.1", "--prometheus-port", str(gateway["metrics_port"]),
+            # Loopback, or every address where a scraper is on another host (the plan's
+            # metrics_host, from common_metrics_scrapers; the unit admits the scrapers only).
+            "--prometheus-host", str(gateway.get("metrics_host") or "127.0.0.1"),
+            "--prometheus-port", str(gateway["metrics_port"]),
             "--health-check-endpoint", "/health",
             # A replica joins the manifest only after its gate: register it without the 30 s
             # wait between checks smg defaults to.

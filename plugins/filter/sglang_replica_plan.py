@@ -21,6 +21,12 @@ description:
   - Returns the record role C(sglang_service) writes (C(ansible_local.sglang_service),
     docs/CONTRACTS.md), computed once here, and which units of the previous record the new
     layout retires (a host moving from one unit to replicas).
+  - With O(layout.metrics_host) beyond loopback (a scraper on another host) the gateway's
+    metrics listener binds it, and so does every replica whose address is loopback while it
+    serves metrics, since SGLang serves C(/metrics) on its API port; the replica itself leaves
+    loopback (role C(sglang_service) then requires the API key and admits only localhost, the
+    scrapers and, for the only replica, its clients). Recorded URLs stay the host's own view
+    (loopback for a wildcard bind), which role C(monitoring) retargets to the host's address.
 options:
   _input:
     description: >-
@@ -39,7 +45,9 @@ options:
       replica listens on it plus the PCI position of its first GPU), C(gateway_metrics_port),
       C(gateway_policy) (smg's C(--policy), recorded for the smoke gate; default C(cache_aware)),
       C(gateway_control_plane_key_file) (the root-only file of the key of smg's C(/workers),
-      recorded for the smoke gate), C(enable_metrics).
+      recorded for the smoke gate), C(enable_metrics), C(metrics_host) (where the metrics
+      listeners bind, P(pro6000.inference.metrics_listen_address#filter) over
+      C(common_metrics_scrapers); default C(127.0.0.1)).
     type: dict
     required: true
   serves:
@@ -76,7 +84,7 @@ _value:
       elements: dict
     gateway:
       description: >-
-        C(unit), C(host), C(port), C(url), C(metrics_url), C(metrics_port), C(policy),
+        C(unit), C(host), C(port), C(url), C(metrics_url), C(metrics_host), C(metrics_port), C(policy),
         C(control_plane_key_file); null without a gateway.
       type: dict
     retire:
@@ -93,6 +101,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.pro6000.inference.plugins.module_utils import _inputs
+from ansible_collections.pro6000.inference.plugins.module_utils._monitoring import is_loopback
 
 GATEWAY_MODES = ("auto", "always", "never")
 LOOPBACK = "127.0.0.1"
@@ -173,20 +182,32 @@ def _port(layout, key, default):
     return port
 
 
+def _metrics_host(layout):
+    host = str(layout.get("metrics_host") or LOOPBACK)
+    if not _inputs.single_line(host):
+        raise _error("metrics_host %r holds a newline or another control character" % host)
+    return host
+
+
 def _replicas(layout, groups, with_gateway, argv):
     unit_name = layout.get("unit_name") or "sglang-qwen"
     metrics = bool(layout.get("enable_metrics", True))
+    # SGLang serves /metrics on its API port: where the scrapers are beyond loopback, a replica
+    # that serves metrics binds where they reach it (its unit admits them, and requires the key).
+    own_host = _metrics_host(layout) if metrics else LOOPBACK
     replicas = []
     for group in groups or [[]]:
         first = group[0][0] if group else 0
         if with_gateway:
-            name, host = "%s-%d" % (unit_name, first), LOOPBACK
+            name, host = "%s-%d" % (unit_name, first), own_host
             port = _port(layout, "replica_port", 30001) + first
             if port > 65535:
                 raise _error("replica_port + %d (the PCI position of GPU %s) is %d, past 65535: lower replica_port"
                              % (first, group[0][1]["uuid"], port))
         else:
             name, host, port = unit_name, str(layout.get("host", LOOPBACK)), _port(layout, "port", 30000)
+            if is_loopback(host) and not is_loopback(own_host):
+                host = own_host
         if not _inputs.single_line(host):
             raise _error("host %r holds a newline or another control character" % host)
         url = "http://%s:%d" % (_client_host(host), port)
@@ -265,10 +286,12 @@ def sglang_replica_plan(facts, layout, serves, previous=None):
     if with_gateway:
         host, port = str(layout.get("host", LOOPBACK)), _port(layout, "port", 30000)
         metrics_port = _port(layout, "gateway_metrics_port", 29000)
+        metrics_host = _metrics_host(layout)
         gateway = {"unit": (layout.get("gateway_unit_name") or unit_name + "-gateway") + ".service",
                    "host": host, "port": port,
                    "url": "http://%s:%d" % (_client_host(host), port), "metrics_port": metrics_port,
-                   "metrics_url": "http://%s:%d/metrics" % (LOOPBACK, metrics_port),
+                   "metrics_host": metrics_host,
+                   "metrics_url": "http://%s:%d/metrics" % (_client_host(metrics_host), metrics_port),
                    "policy": str(layout.get("gateway_policy") or "cache_aware"),
                    "control_plane_key_file": layout.get("gateway_control_plane_key_file")}
     units = set(r["unit"] for r in replicas) | ({gateway["unit"]} if gateway else set())

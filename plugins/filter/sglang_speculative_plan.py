@@ -265,7 +265,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
 from ansible_collections.pro6000.inference.plugins.module_utils._inputs import single_line
-from ansible_collections.pro6000.inference.plugins.module_utils._speculative import (
+from ansible_collections.pro6000.inference.plugins.module_utils._sglang.speculative import (
     ALGORITHMS, DDTREE_BUDGET_RANGE, DRAFT_LENGTH_RANGE)
 
 # What a model id clients send as one JSON string and a Prometheus label must not hold.

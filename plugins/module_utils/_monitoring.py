@@ -28,20 +28,25 @@ class MonitoringError(ValueError):
     """Input the monitoring roles cannot work from; the message says which and why."""
 
 
-def _is_loopback(address):
-    if address in LOOPBACK_NAMES:
-        return True
-    try:
-        network = ipaddress.ip_network(address, strict=False)
-    except ValueError as exc:
-        raise MonitoringError("scraper %r is neither an IP address nor a network: %s" % (address, exc)) from exc
-    return network.is_loopback
+def is_loopback(address):
+    """Whether ``address`` (a name, an IP address or a network) stays on this host: C(localhost),
+    or an address or network inside 127.0.0.0/8 or ::1. Any other name is not."""
+    address = str(address)
+    found = _address(address)
+    return address in LOOPBACK_NAMES or bool(found and found.is_loopback)
 
 
 def metrics_listen_address(scrapers):
+    """Where a metrics listener binds: loopback when every scraper is loopback, else every address
+    (the unit's IPAddressAllow= then admits the scrapers only, which must be addresses for that)."""
     if not scrapers:
         raise MonitoringError("the list of scrapers is empty: name the monitoring host's address (or 127.0.0.1)")
-    return "127.0.0.1" if all(_is_loopback(str(s)) for s in scrapers) else "0.0.0.0"
+    names = [str(s) for s in scrapers if str(s) not in LOOPBACK_NAMES and _address(s) is None]
+    if names:
+        raise MonitoringError("scraper(s) %s (common_metrics_scrapers) are neither IP addresses nor networks"
+                              " (IPAddressAllow= takes no names)"
+                              % ", ".join(repr(n) for n in names))
+    return "127.0.0.1" if all(is_loopback(s) for s in scrapers) else "0.0.0.0"
 
 
 def _sample(name, value, help_text, labels=None):
@@ -176,7 +181,7 @@ def monitoring_exposure(listen_address, scrape_addresses, webhook_url="", allow=
     names, which IPAddressAllow= cannot hold.
     """
     listen = str(listen_address)
-    loopback = listen in LOOPBACK_NAMES or bool(_address(listen) and _address(listen).is_loopback)
+    loopback = is_loopback(listen)
     wildcard = listen in ("0.0.0.0", "::")
     local = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(listen, listen)
     webhook_host = urlsplit(webhook_url).hostname if webhook_url else None

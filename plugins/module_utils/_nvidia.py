@@ -122,19 +122,34 @@ def gpus_from_query(rows):
     return gpus
 
 
+# ``nvidia-smi --version`` keys, and the shape each value must have. From R610 on the driver's
+# version is under "KMD version" and the CUDA driver API's under "CUDA UMD version"; the old keys
+# stay, with "Deprecated, see ..." as their value (NVIDIA's R610 release notes;
+# tests/unit/fixtures/nvidia-smi-r610/). A new key wins; an old one counts only when it holds a
+# version.
+_SMI_VERSION_KEYS = (
+    ("NVIDIA-SMI version", "nvidia_smi_version", r"\d+\.\d+(\.\d+)?"),
+    ("NVML version", "nvml_version", r"\d+\.\d+(\.\d+)?"),
+    ("KMD version", "driver_version", r"\d+\.\d+(\.\d+)?"),
+    ("DRIVER version", "driver_version", r"\d+\.\d+(\.\d+)?"),
+    ("CUDA UMD version", "cuda_version", r"\d+\.\d+"),
+    ("CUDA Version", "cuda_version", r"\d+\.\d+"),
+)
+
+
 def parse_smi_version(text):
-    """Parse ``nvidia-smi --version`` into a dict with snake_case keys."""
-    keys = {
-        "NVIDIA-SMI version": "nvidia_smi_version",
-        "NVML version": "nvml_version",
-        "DRIVER version": "driver_version",
-        "CUDA Version": "cuda_version",
-    }
-    result = dict.fromkeys(keys.values())
+    """Parse ``nvidia-smi --version`` into a dict with snake_case keys; a value that is not a
+    version (R610's "Deprecated, ..." under the old keys, or anything unexpected) reads as None."""
+    lines = {}
     for line in text.splitlines():
         key, sep, value = line.partition(":")
-        if sep and key.strip() in keys:
-            result[keys[key.strip()]] = value.strip()
+        if sep:
+            lines.setdefault(key.strip().lower(), value.strip())
+    result = dict.fromkeys(entry[1] for entry in _SMI_VERSION_KEYS)
+    for key, name, shape in _SMI_VERSION_KEYS:
+        value = lines.get(key.lower())
+        if result[name] is None and value is not None and re.fullmatch(shape, value):
+            result[name] = value
     return result
 
 

@@ -4,7 +4,7 @@
 """The hub side of model_stage: runs in the virtual environment that holds huggingface_hub.
 
 model_stage imports nothing from here (huggingface_hub is not in its interpreter); it reads
-this file's source and runs it with the hub environment's interpreter (module_utils/_weights_hub.py).
+this file's source and runs it with the hub environment's interpreter (module_utils/_weights/hub.py).
 One JSON request on stdin, one JSON answer on stdout:
 
   resolve  the commit a branch or tag points at

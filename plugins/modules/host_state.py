@@ -283,8 +283,10 @@ import stat
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.pro6000.inference.plugins.module_utils._weights import (
-    WeightsError, apply_ownership, apply_tree_ownership, copy_marker, link_target, outside_links, quick_check,
+from ansible_collections.pro6000.inference.plugins.module_utils._weights.errors import WeightsError
+from ansible_collections.pro6000.inference.plugins.module_utils._weights.files import apply_ownership
+from ansible_collections.pro6000.inference.plugins.module_utils._weights.tree import (
+    apply_tree_ownership, copy_marker, link_target, outside_links, quick_check,
 )
 
 FILE_TYPES = {"file": stat.S_ISREG, "directory": stat.S_ISDIR, "link": stat.S_ISLNK}

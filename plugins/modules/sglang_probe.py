@@ -208,11 +208,10 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.pro6000.inference.plugins.module_utils._sglang_client import (
+from ansible_collections.pro6000.inference.plugins.module_utils._sglang.client import (
     SERVER_ARGUMENT_SPEC,
     SGLangClient,
     POSITIVE,
-    SGLangError,
     check_bounds,
     fetch_server_info,
     model_cards,
@@ -220,6 +219,7 @@ from ansible_collections.pro6000.inference.plugins.module_utils._sglang_client i
     speculative_settings,
     url_credentials,
 )
+from ansible_collections.pro6000.inference.plugins.module_utils._sglang.errors import SGLangError
 
 # (least, most, unit) of each numeric option, checked before any request: no value, inf and
 # nan included, can stretch the module's time bound or overflow a socket timeout.

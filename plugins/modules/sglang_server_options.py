@@ -112,7 +112,7 @@ import os
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.pro6000.inference.plugins.module_utils._sglang_options import (
+from ansible_collections.pro6000.inference.plugins.module_utils._sglang.options import (
     accepted,
     describe_parser_code,
 )

@@ -7,7 +7,7 @@ file (one file per test, so that ansible-doc and galaxy-importer find each one's
 
 from __future__ import annotations
 
-from ansible_collections.pro6000.inference.plugins.module_utils._weights import check_revision, passes
+from ansible_collections.pro6000.inference.plugins.module_utils._weights.checks import check_revision, passes
 
 
 def git_ref_name(value):

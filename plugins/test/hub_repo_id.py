@@ -7,7 +7,7 @@ file (one file per test, so that ansible-doc and galaxy-importer find each one's
 
 from __future__ import annotations
 
-from ansible_collections.pro6000.inference.plugins.module_utils._weights import check_repo_id, passes
+from ansible_collections.pro6000.inference.plugins.module_utils._weights.checks import check_repo_id, passes
 
 
 def hub_repo_id(value):

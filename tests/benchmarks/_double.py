@@ -16,7 +16,7 @@ DOUBLE_PYTHON = REPO_ROOT / "tests" / "fixtures" / "sglang_double" / "python"
 sys.path.insert(0, str(REPO_ROOT / "collections"))
 sys.path.insert(0, str(REPO_ROOT / "tests"))
 
-from ansible_collections.pro6000.inference.plugins.module_utils._sglang_client import SGLangClient  # noqa: E402
+from ansible_collections.pro6000.inference.plugins.module_utils._sglang.client import SGLangClient  # noqa: E402
 from support import free_port  # noqa: E402
 
 

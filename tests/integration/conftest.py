@@ -1,10 +1,12 @@
-"""The real parsers' interpreters, started once per session (tests/oracle/oracle.py)."""
+"""The real parsers' interpreters, started once per session (tests/oracle/oracle.py), and the
+shared test helpers importable as ``support`` (tests/support.py)."""
 import pathlib
 import sys
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "oracle"))
+TESTS = pathlib.Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(TESTS / "oracle"), str(TESTS)]
 import oracle  # noqa: E402
 
 

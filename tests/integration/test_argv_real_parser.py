@@ -41,8 +41,8 @@ LAZY_WITH_DFLASH = ("0.5.19", "0.5.21", "0.5.23")
 FORK = "fork-ddtree-flag"  # the double's build that offers DDTree as a DFLASH flag
 TUNE_CONFIGS = yaml.safe_load((REPO / "playbooks" / "tune.yml").read_text())[0]["vars"]["tune_configs"]
 # The role variables tune_config.yml sets from each configuration, taken from the file itself.
-TUNE_ROLE_VARS = yaml.safe_load((REPO / "playbooks" / "tasks" / "tune_config.yml").read_text())[0][
-    "block"][0]["vars"]
+TUNE_ROLE_VARS = next(task for task in yaml.safe_load((REPO / "playbooks" / "tasks" / "tune_config.yml").read_text())
+                      if "block" in task)["block"][0]["vars"]
 DRAFT_LENGTH = 16  # both inventories and the drafter's block size
 
 # The unit is rendered with the template lookup (the same engine and template as the role's
@@ -121,6 +121,11 @@ def double_fact():
         return double.parser_fact(double.install(FORK, scratch))
 
 
+# Issue 37: a scraper on another host (role common's common_metrics_scrapers).
+REMOTE = "remote-scrapers"
+REMOTE_VARS = {"common_metrics_scrapers": ["127.0.0.1", "10.0.0.5"], "sglang_service_ddtree_fallback_to_dflash": True}
+
+
 def configurations():
     """(inventory, name, host variables, algorithm wanted, fallback allowed) per configuration."""
     found = []
@@ -129,6 +134,10 @@ def configurations():
         found.append((inventory, "fallback", {"sglang_service_ddtree_fallback_to_dflash": True}, "ddtree", True))
     for config in TUNE_CONFIGS:
         found.append(("lab", "tune-" + config["name"], {"tune_config": config}, config["algorithm"], False))
+    # Issue 37: a monitoring host other than this one (common_metrics_scrapers) scrapes the only
+    # replica, which then leaves loopback, with the API key the role requires for that (its
+    # refusal without one: tests/integration/test_sglang_service_preflight.py).
+    found.append(("production", REMOTE, dict(REMOTE_VARS, sglang_service_api_key="k" * 32), "ddtree", True))
     return found
 
 
@@ -275,6 +284,14 @@ def test_every_rendered_exec_start_is_accepted_by_the_real_parser(rendered, sgla
         # Clients send the target's short name as model, not its directory (issue 37 item 7).
         assert values["served_model_name"] == "Qwen3.6-27B", host
         assert values["max_running_requests"] == 8 and values["enable_metrics"] is True, host
+        # Loopback unless a scraper is on another host; then every address, admitting the scrapers.
+        name = dict(cases(release))[host][0]
+        unit = rendered[host][1]
+        if name == REMOTE:
+            assert values["host"] == "0.0.0.0" and values["config"].endswith("/sglang-qwen.secrets.yaml"), host
+            assert "\nIPAddressAllow=localhost 127.0.0.1 10.0.0.5\n" in unit, host
+        else:
+            assert values["host"] == "127.0.0.1" and "\nIPAddressAllow=localhost\n" in unit, host
         if algorithm == "none":
             assert values["speculative_algorithm"] is None, host
             continue
@@ -289,7 +306,6 @@ def test_every_rendered_exec_start_is_accepted_by_the_real_parser(rendered, sgla
             assert values["mamba_radix_cache_strategy"] == "auto", host
         # The drafter's declared context is not recorded here: the unit lets SGLang run it at
         # the target's context instead of refusing to start.
-        unit = rendered[host][1]
         assert "\nEnvironment=SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1\n" in unit, host
         assert values["speculative_draft_model_path"].endswith("/Qwen3.6-27B-DFlash"), host
         config = dict(cases(release))[host][1].get("tune_config", {})

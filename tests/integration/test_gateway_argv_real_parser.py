@@ -57,11 +57,11 @@ def smg_parser(smg_python):
     parser.close()
 
 
-def gateway(port=30000, metrics_port=29000):
+def gateway(port=30000, metrics_port=29000, metrics_host="127.0.0.1"):
     gpus = [{"uuid": "GPU-%d" % i, "pci_bus_id": "00000000:%02X:00.0" % (i + 1)} for i in range(4)]
     layout = {"tensor_parallel_size": 1, "gateway": "auto", "unit_name": "sglang-qwen", "host": "127.0.0.1",
               "port": port, "replica_port": DEFAULTS["sglang_service_replica_port"],
-              "gateway_metrics_port": metrics_port, "enable_metrics": True}
+              "gateway_metrics_port": metrics_port, "enable_metrics": True, "metrics_host": metrics_host}
     return sglang_replica_plan(gpus, layout, {"argv": []})["gateway"]
 
 
@@ -83,6 +83,20 @@ def test_the_rendered_gateway_command_line_is_accepted_by_the_pinned_release(smg
     argv = sglang_gateway_argv(gateway(), settings(tmp_path / "workers.json"))
     done = parse(smg_parser, argv + ["--api-key", KEY])  # the launcher adds the key this way
     assert done.returncode == 0, done.stderr
+
+
+# What the release's parser makes of the metrics listener's address (smg's RouterArgs field).
+PROMETHEUS_HOST = ("import sys, json; from smg.launch_router import parse_router_args; "
+                   "print(json.dumps(parse_router_args(json.loads(sys.argv[1])).prometheus_host))")
+
+
+@pytest.mark.parametrize("metrics_host", ["127.0.0.1", "0.0.0.0"])
+def test_the_metrics_listener_binds_where_the_scrapers_reach_it(smg_parser, tmp_path, metrics_host):
+    # 0.0.0.0: common_metrics_scrapers names a scraper on another host (filter metrics_listen_address).
+    argv = sglang_gateway_argv(gateway(metrics_host=metrics_host), settings(tmp_path / "workers.json"))
+    done = smg_parser.run(PROMETHEUS_HOST, [json.dumps(argv)])
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == metrics_host
 
 
 @pytest.mark.parametrize("policy", ["cache_aware", "round_robin", "power_of_two", "least_load"])

@@ -3,15 +3,9 @@ its own first check (tasks/state.yml, module host_state: the rules fail before i
 run by real ansible-playbook on localhost,
 one playbook run for every case (a few seconds). The hub and git rules themselves are unit
 tests of the test plugins hub_repo_id and git_ref_name (tests/unit/plugins/test)."""
-import json
-import os
-import pathlib
-import subprocess
-import sys
-
 import pytest
+from support import run_cases
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 OTHER = "f" * 40
 
@@ -55,64 +49,13 @@ CASES = [
                             "model_weights_require_lock": True}, None),
 ]
 
-PLAY = """
-- name: Run role model_weights' first check for each case
-  hosts: localhost
-  connection: local
-  gather_facts: true
-  gather_subset: [min]
-  vars:
-    cases: {cases}
-    outcomes: {{}}
-  tasks:
-    - name: Run one case
-      ansible.builtin.include_tasks: {case_file}
-      loop: "{{{{ cases }}}}"
-      loop_control:
-        loop_var: case
-    - name: Write the outcomes
-      ansible.builtin.copy:
-        dest: {out}
-        content: "{{{{ outcomes | to_json }}}}"
-        mode: "0644"
-"""
-
-CASE = """
-- name: Run the first check with this case's variables
-  block:
-    - name: Include the first check
-      ansible.builtin.include_role:
-        name: pro6000.inference.model_weights
-        tasks_from: state
-      vars:
-        model_weights_models: "{{ case.vars.model_weights_models }}"
-        model_weights_allow_floating_revision: "{{ case.vars.model_weights_allow_floating_revision | default(false) }}"
-        model_weights_require_lock: "{{ case.vars.model_weights_require_lock | default(false) }}"
-    - name: Note that it passed
-      ansible.builtin.set_fact:
-        outcomes: "{{ outcomes | combine({case.name: None}) }}"
-  rescue:
-    - name: Note why it failed (a loop's failure holds each failed item's message)
-      ansible.builtin.set_fact:
-        outcomes: "{{ outcomes | combine({case.name: __why or ansible_failed_result.msg}) }}"
-      vars:
-        __why: "{{ ansible_failed_result.results | default([]) | selectattr('failed', 'true') | map(attribute='msg') | join('; ') }}"
-"""
-
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory):
-    root = tmp_path_factory.mktemp("model-weights-preflight")
-    (root / "case.yml").write_text(CASE)
-    cases = [{"name": name, "vars": variables} for name, variables, _expected in CASES]
-    (root / "play.yml").write_text(PLAY.format(cases=json.dumps(cases), case_file=root / "case.yml",
-                                               out=root / "outcomes.json"))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"), ANSIBLE_INJECT_FACT_VARS="False",
-               ANSIBLE_LOCALHOST_WARNING="False", ANSIBLE_INVENTORY_UNPARSED_WARNING="False")
-    done = subprocess.run([str(pathlib.Path(sys.executable).parent / "ansible-playbook"), str(root / "play.yml")],
-                          env=env, capture_output=True, text=True, timeout=300, check=False, cwd=root)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    return json.loads((root / "outcomes.json").read_text())
+    return run_cases(tmp_path_factory.mktemp("model-weights-preflight"),
+                     [(name, "model_weights", variables) for name, variables, _expected in CASES],
+                     {"model_weights_allow_floating_revision": False, "model_weights_require_lock": False},
+                     tasks_from="state", check=False)
 
 
 @pytest.mark.parametrize("name, expected", [(name, expected) for name, _vars, expected in CASES])
@@ -120,4 +63,4 @@ def test_preflight_accepts_or_names_the_variable_and_why(outcomes, name, expecte
     if expected is None:
         assert outcomes[name] is None
     else:
-        assert outcomes[name] and expected in outcomes[name]
+        assert outcomes[name] and expected in outcomes[name]["msg"], outcomes[name]

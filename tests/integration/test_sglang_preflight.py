@@ -5,16 +5,11 @@ role's state check (tasks/state.yml: git ls-remote, then module host_state, whic
 broken rule before it reads anything and only reads otherwise) runs by real ansible-playbook on
 localhost in check mode against a real local git repository with a tag and a pull request ref;
 one playbook run for every case."""
-import json
-import os
-import pathlib
-import shutil
 import subprocess
-import sys
 
 import pytest
+from support import run_cases
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
 FIRST_CHECK = "Check the variables, then compare the build in use with what the role recorded and wants"
 PR = "refs/pull/29907/head"
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
@@ -38,54 +33,6 @@ CASES = [
     ("index pinned with ==", {"sglang_source": "index", "sglang_version": "==0.5.23"}, None),
     ("index pinned bare", {"sglang_source": "index", "sglang_version": "0.5.23"}, None),
 ]
-
-PLAY = """
-- name: Run role sglang's state check for each case, in check mode
-  hosts: localhost
-  connection: local
-  gather_facts: true
-  gather_subset: [min]
-  vars:
-    cases: {cases}
-    outcomes: {{}}
-  tasks:
-    - name: Run one case
-      ansible.builtin.include_tasks: {case_file}
-      loop: "{{{{ cases }}}}"
-      loop_control:
-        loop_var: case
-    - name: Write the outcomes
-      ansible.builtin.copy:
-        dest: {out}
-        content: "{{{{ outcomes | to_json }}}}"
-        mode: "0644"
-      check_mode: false
-"""
-
-CASE = """
-- name: Run the role's state check with this case's variables
-  block:
-    - name: Include the role's state check
-      ansible.builtin.include_role:
-        name: pro6000.inference.sglang
-        tasks_from: state.yml
-      vars:
-        sglang_git_repo: {repo}
-        sglang_base_dir: {base}
-        sglang_home: {home}
-        sglang_git_ref: "{{{{ case.vars.sglang_git_ref | default('v0.5.23') }}}}"
-        sglang_git_commit: "{{{{ case.vars.sglang_git_commit | default('') }}}}"
-        sglang_git_ref_floating: "{{{{ case.vars.sglang_git_ref_floating | default(false) }}}}"
-        sglang_source: "{{{{ case.vars.sglang_source | default('git') }}}}"
-        sglang_version: "{{{{ case.vars.sglang_version | default('0.5.23') }}}}"
-    - name: Note that it passed
-      ansible.builtin.set_fact:
-        outcomes: "{{{{ outcomes | combine({{case.name: None}}) }}}}"
-  rescue:
-    - name: Note which task failed and why
-      ansible.builtin.set_fact:
-        outcomes: "{{{{ outcomes | combine({{case.name: {{'task': ansible_failed_task.name, 'msg': ansible_failed_result.msg}}}}) }}}}"
-"""
 
 
 def git(repo, *args):
@@ -116,18 +63,12 @@ def _fill(value, commits):
 def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("sglang-preflight")
     repo, commits = _repository(root)
-    (root / "case.yml").write_text(CASE.format(repo=repo, base=root / "opt-sglang", home=root / "var-sglang"))
-    cases = [{"name": name, "vars": {key: _fill(value, commits) for key, value in variables.items()}}
+    defaults = {"sglang_git_repo": str(repo), "sglang_base_dir": str(root / "opt-sglang"), "sglang_home": str(root / "var-sglang"),
+                "sglang_git_ref": "v0.5.23", "sglang_git_commit": "", "sglang_git_ref_floating": False,
+                "sglang_source": "git", "sglang_version": "0.5.23"}
+    cases = [(name, "sglang", {key: _fill(value, commits) for key, value in variables.items()})
              for name, variables, _expected in CASES]
-    (root / "play.yml").write_text(PLAY.format(cases=json.dumps(cases), case_file=root / "case.yml",
-                                               out=root / "outcomes.json"))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"), ANSIBLE_INJECT_FACT_VARS="False",
-               ANSIBLE_LOCALHOST_WARNING="False", ANSIBLE_INVENTORY_UNPARSED_WARNING="False",
-               PATH=os.pathsep.join([str(pathlib.Path(sys.executable).parent), os.environ.get("PATH", "")]))
-    done = subprocess.run([shutil.which("ansible-playbook", path=env["PATH"]), "--check", str(root / "play.yml")],
-                          env=env, capture_output=True, text=True, timeout=300, check=False, cwd=root)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    return json.loads((root / "outcomes.json").read_text()), commits
+    return run_cases(root, cases, defaults, tasks_from="state.yml"), commits
 
 
 @pytest.mark.parametrize("name, expected", [(name, expected) for name, _vars, expected in CASES])

@@ -6,13 +6,10 @@ The host: SGLang 0.5.23's real parser fact (tests/fixtures/sglang_parser) as ans
 and a sysfs tree with four NVIDIA PCI devices that module nvidia_gpu_facts reads (positions 0-3,
 as before a driver is loaded)."""
 import json
-import os
 import pathlib
-import shutil
-import subprocess
-import sys
 
 import pytest
+from support import run_cases
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 FIRST_CHECK = "Check the variables"
@@ -52,71 +49,34 @@ CASES = [
      'sglang_service_ip_address_allow = ["::/0"]: must name the clients'),
     ("public host, allow-list of loopback alone", {"sglang_service_host": "0.0.0.0", "sglang_service_api_key": "k" * 32},
      'sglang_service_ip_address_allow = ["localhost"]: must name the clients'),
+    # issue 37: a scraper on another host (common_metrics_scrapers) takes the replicas off
+    # loopback, where SGLang's /metrics answers without a key and its API only with one.
+    ("scraper on another host, with a key", {"common_metrics_scrapers": ["10.0.0.5"], "sglang_service_api_key": "k" * 32},
+     None),
+    ("scraper on another host, without a key", {"common_metrics_scrapers": ["127.0.0.1", "10.0.0.5"]},
+     'sglang_service_api_key = "": must be set: common_metrics_scrapers 127.0.0.1, 10.0.0.5 names a scraper beyond'
+     ' loopback, so every replica binds 0.0.0.0'),
+    ("scraper on another host, replicas without metrics",
+     {"common_metrics_scrapers": ["10.0.0.5"], "sglang_service_enable_metrics": False}, None),
+    ("scrapers of everyone", {"common_metrics_scrapers": ["0.0.0.0/0"], "sglang_service_api_key": "k" * 32},
+     'common_metrics_scrapers = ["0.0.0.0/0"]: must name the monitoring hosts'),
+    ("scraper by name", {"common_metrics_scrapers": ["monitoring.example"], "sglang_service_api_key": "k" * 32},
+     "'monitoring.example' (common_metrics_scrapers) are neither IP addresses nor networks"),
     # The role's earlier rules moved with the check from module host_state to the controller.
     ("negative context length", {"sglang_service_context_length": -1},
      "sglang_service_context_length = -1: must be 0 (the model's own) or a positive number of tokens"),
 ]
 
-PLAY = """
-- name: Run role sglang_service for each case, in check mode
-  hosts: localhost
-  connection: local
-  gather_facts: true
-  gather_subset: [min]
-  vars:
-    cases: {cases}
-    outcomes: {{}}
-    sglang_service_speculative_algorithm: dflash
-    sglang_service_model_path: /srv/models/Qwen3.6-27B
-    sglang_service_draft_model_path: /srv/models/Qwen3.6-27B-DFlash
-    sglang_service_gpu_proc_path: {proc}
-    sglang_service_gpu_sys_path: {sys}
-  tasks:
-    - name: Read the recorded SGLang build from this test's fact directory
-      ansible.builtin.setup:
-        gather_subset: ["!all", "!min", "local"]
-        fact_path: {facts}
-    - name: Run one case
-      ansible.builtin.include_tasks: {case_file}
-      loop: "{{{{ cases }}}}"
-      loop_control:
-        loop_var: case
-    - name: Write the outcomes
-      ansible.builtin.copy:
-        dest: {out}
-        content: "{{{{ outcomes | to_json }}}}"
-        mode: "0644"
-      check_mode: false
-"""
-
-CASE = """
-- name: Run the role with this case's variables
-  block:
-    - name: Include the role
-      ansible.builtin.include_role:
-        name: pro6000.inference.sglang_service
-      vars:
-        sglang_service_extra_args: "{{ case.vars.sglang_service_extra_args | default([]) }}"
-        sglang_service_gateway_extra_args: "{{ case.vars.sglang_service_gateway_extra_args | default([]) }}"
-        sglang_service_model_path: "{{ case.vars.sglang_service_model_path | default('/srv/models/Qwen3.6-27B') }}"
-        sglang_service_host: "{{ case.vars.sglang_service_host | default('127.0.0.1') }}"
-        sglang_service_port: "{{ case.vars.sglang_service_port | default(30000) }}"
-        sglang_service_replica_port: "{{ case.vars.sglang_service_replica_port | default(30001) }}"
-        sglang_service_gpus: "{{ case.vars.sglang_service_gpus | default([]) }}"
-        sglang_service_tensor_parallel_size: "{{ case.vars.sglang_service_tensor_parallel_size | default(1) }}"
-        sglang_service_unit_name: "{{ case.vars.sglang_service_unit_name | default('sglang-qwen') }}"
-        sglang_service_config_dir: "{{ case.vars.sglang_service_config_dir | default('/etc/sglang-qwen') }}"
-        sglang_service_context_length: "{{ case.vars.sglang_service_context_length | default(0) }}"
-        sglang_service_api_key: "{{ case.vars.sglang_service_api_key | default('') }}"
-        sglang_service_ip_address_allow: "{{ case.vars.sglang_service_ip_address_allow | default(['localhost']) }}"
-    - name: Note that it passed
-      ansible.builtin.set_fact:
-        outcomes: "{{ outcomes | combine({case.name: None}) }}"
-  rescue:
-    - name: Note which task failed and why
-      ansible.builtin.set_fact:
-        outcomes: "{{ outcomes | combine({case.name: {'task': ansible_failed_task.name, 'msg': ansible_failed_result.msg}}) }}"
-"""
+# The role's defaults of the variables the cases set.
+DEFAULTS = {
+    "sglang_service_extra_args": [], "sglang_service_gateway_extra_args": [],
+    "sglang_service_model_path": "/srv/models/Qwen3.6-27B", "sglang_service_host": "127.0.0.1",
+    "sglang_service_port": 30000, "sglang_service_replica_port": 30001, "sglang_service_gpus": [],
+    "sglang_service_tensor_parallel_size": 1, "sglang_service_unit_name": "sglang-qwen",
+    "sglang_service_config_dir": "/etc/sglang-qwen", "sglang_service_context_length": 0, "sglang_service_api_key": "",
+    "sglang_service_ip_address_allow": ["localhost"], "sglang_service_enable_metrics": True,
+    "common_metrics_scrapers": ["127.0.0.1"],
+}
 
 
 def _host(root):
@@ -137,18 +97,11 @@ def _host(root):
 def outcomes(tmp_path_factory):
     root = tmp_path_factory.mktemp("sglang-service-preflight")
     _host(root)
-    (root / "case.yml").write_text(CASE)
-    cases = [{"name": name, "vars": variables} for name, variables, _expected in CASES]
-    (root / "play.yml").write_text(PLAY.format(
-        cases=json.dumps(cases), case_file=root / "case.yml", out=root / "outcomes.json",
-        proc=root / "proc", sys=root / "sys", facts=root / "facts.d"))
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO / "collections"), ANSIBLE_INJECT_FACT_VARS="False",
-               ANSIBLE_LOCALHOST_WARNING="False", ANSIBLE_INVENTORY_UNPARSED_WARNING="False",
-               PATH=os.pathsep.join([str(pathlib.Path(sys.executable).parent), os.environ.get("PATH", "")]))
-    done = subprocess.run([shutil.which("ansible-playbook", path=env["PATH"]), "--check", str(root / "play.yml")],
-                          env=env, capture_output=True, text=True, timeout=300, check=False, cwd=root)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    return json.loads((root / "outcomes.json").read_text())
+    play_vars = {"sglang_service_speculative_algorithm": "dflash", "sglang_service_model_path": "/srv/models/Qwen3.6-27B",
+                 "sglang_service_draft_model_path": "/srv/models/Qwen3.6-27B-DFlash",
+                 "sglang_service_gpu_proc_path": str(root / "proc"), "sglang_service_gpu_sys_path": str(root / "sys")}
+    return run_cases(root, [(name, "sglang_service", variables) for name, variables, _expected in CASES], DEFAULTS,
+                     play_vars=play_vars, fact_path=root / "facts.d")
 
 
 @pytest.mark.parametrize("name, expected", [(name, expected) for name, _vars, expected in CASES])

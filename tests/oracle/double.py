@@ -32,9 +32,9 @@ def install(profile, dest):
 
 def parser_fact(site):
     """What the collection reads from the parser object of the double laid out at ``site``
-    (``_sglang_options.describe_parser`` run in a process of its own, as on a host), with the
+    (``_sglang/options.py``'s ``describe_parser`` run in a process of its own, as on a host), with the
     profile's version."""
-    from ansible_collections.pro6000.inference.plugins.module_utils._sglang_options import (  # noqa: E402
+    from ansible_collections.pro6000.inference.plugins.module_utils._sglang.options import (  # noqa: E402
         accepted,
         describe_parser_code,
     )

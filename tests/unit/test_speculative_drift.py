@@ -1,5 +1,5 @@
 """One source for the speculative algorithms and the ranges of draft length and DDTree budget
-(plugins/module_utils/_speculative.py, issue #27): the plan filter reads it, chatops reads its
+(plugins/module_utils/_sglang/speculative.py, issue #27): the plan filter reads it, chatops reads its
 copy, the argument specs and the filter's documentation state it. Fails when any differs."""
 import pathlib
 import re
@@ -9,10 +9,10 @@ import pytest
 import yaml
 
 from ansible_collections.pro6000.inference.plugins.filter import sglang_speculative_plan
-from ansible_collections.pro6000.inference.plugins.module_utils import _speculative
+from ansible_collections.pro6000.inference.plugins.module_utils._sglang import speculative as _speculative
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SOURCE = ROOT / "plugins" / "module_utils" / "_speculative.py"
+SOURCE = ROOT / "plugins" / "module_utils" / "_sglang" / "speculative.py"
 CHATOPS = ROOT / "chatops" / "pro6000_chatops"
 
 
@@ -42,8 +42,8 @@ def _chatops_commands():
 
 def test_the_chatops_copy_is_the_source():
     assert (CHATOPS / "speculative.py").read_text() == SOURCE.read_text(), (
-        "chatops/pro6000_chatops/speculative.py differs from plugins/module_utils/_speculative.py: "
-        "copy the source over it (cp plugins/module_utils/_speculative.py chatops/pro6000_chatops/speculative.py)")
+        "chatops/pro6000_chatops/speculative.py differs from plugins/module_utils/_sglang/speculative.py: "
+        "copy the source over it (cp plugins/module_utils/_sglang/speculative.py chatops/pro6000_chatops/speculative.py)")
 
 
 def test_chatops_parses_with_the_source():

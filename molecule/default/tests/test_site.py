@@ -2,8 +2,13 @@
 flags from the build it pinned, behind the gateway on the host's port, and the smoke gate passed
 over every replica and the gateway with speculation on."""
 import json
+import pathlib
+import sys
 
 import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "shared" / "verify"))
+from gateway_api import assert_only_the_control_plane_key_opens_the_workers, control_plane_key  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -53,37 +58,9 @@ def test_the_gateway_answers_on_the_host_port_and_routes_to_every_replica(host):
     assert info["speculative_algorithm"] == "DDTREE" and info["speculative_num_draft_tokens"] == 16
 
 
-CONTROL_PLANE_KEY_FILE = "/etc/sglang-qwen-gateway/control-plane-key"
-# The lab serves without an inference key: the gateway forwards whatever key a client sends.
-INFERENCE_KEY = "an-inference-client-key"
-
-
-def control_plane_key(host):
-    """Read as root, as the role and the smoke gate read it."""
-    return host.file(CONTROL_PLANE_KEY_FILE).content_string.strip()
-
-
-def status(host, url, key=None, body=None):
-    """The HTTP status curl gets; -H and -d only where given."""
-    command = "curl -s -o /dev/null -w '%%{http_code}' %s" % url
-    if key:
-        command += " -H 'Authorization: Bearer %s'" % key
-    if body is not None:
-        command += " -H 'Content-Type: application/json' -d '%s'" % json.dumps(body)
-    return host.check_output(command)
-
-
 # issue 36: the inference key (or no key) registered a worker of its own at the gateway.
 def test_only_the_control_plane_key_opens_the_gateways_workers(host):
-    gateway = "http://127.0.0.1:30000"
-    assert status(host, gateway + "/workers", None, {"url": "http://127.0.0.1:9"}) == "401"
-    assert status(host, gateway + "/workers", INFERENCE_KEY, {"url": "http://127.0.0.1:9"}) == "401"
-    assert status(host, gateway + "/flush_cache", INFERENCE_KEY, {}) == "401"
-    assert status(host, gateway + "/workers", control_plane_key(host)) == "200"
-    # smg routes by model: the id it lists.
-    chat = {"model": json.loads(host.check_output("curl -sf %s/v1/models", gateway))["data"][0]["id"], "max_tokens": 4,
-            "messages": [{"role": "user", "content": "hello"}]}
-    assert status(host, gateway + "/v1/chat/completions", INFERENCE_KEY, chat) == "200"
+    assert_only_the_control_plane_key_opens_the_workers(host)
 
 
 def test_requests_through_the_gateway_reached_every_replica(host):

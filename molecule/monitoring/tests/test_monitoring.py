@@ -1,6 +1,7 @@
 """The lab's monitoring seen through Prometheus's HTTP API, as an operator sees it."""
 import base64
 import json
+import os
 import pathlib
 import re
 import subprocess
@@ -17,6 +18,9 @@ from prometheus_api import (  # noqa: E402
 
 # The scenario's intervals (molecule.yml): scrape and evaluation every 2 s, for: 10 s / 6 s.
 INTERVAL_S = 2
+# Role smoke's default smoke_result_path (the scenario leaves it unset), and the exporters' textfile.
+SMOKE_RESULT = "/var/lib/pro6000/smoke/bench.json"
+TEXTFILE = "/var/lib/prometheus/node-exporter/pro6000_smoke.prom"
 FOR_SUSTAINED_S = 10
 FOR_SHORT_S = 6
 MODEL = "Qwen3.6-27B"
@@ -109,7 +113,7 @@ def test_dcgm_and_its_exporter_are_the_pinned_pair(host):
 
 
 def test_the_smoke_result_and_the_weights_mount_are_metrics(host):
-    bench = json.loads(host.file("/var/lib/pro6000/smoke/bench.json").content_string)
+    bench = json.loads(host.file(SMOKE_RESULT).content_string)
     gates = {g["name"]: g for g in bench["gates"]}
     # host="..." leaves out what the package's own first configuration scraped before the role's.
     acceptance = query(host, 'pro6000_smoke_acceptance_length{host!=""}')
@@ -188,3 +192,51 @@ def test_a_stopped_replica_fires_replica_down_and_unhealthy_in_the_gateway(host)
         assert [a["labels"]["worker"] for a in unhealthy] == ["http://127.0.0.1:30001"]
     finally:
         host.check_output("systemctl start sglang-qwen@30001")
+
+
+def smoke(*extra_vars):
+    """playbooks/smoke.yml as an operator runs it, on the replica prepare.yml's gate measured."""
+    variables = ["-e", "smoke_url=http://127.0.0.1:30000"] + [word for var in extra_vars for word in ("-e", var)]
+    return subprocess.run(
+        ["ansible-playbook", "-i", os.environ["MOLECULE_INVENTORY_FILE"], "playbooks/smoke.yml"] + variables,
+        cwd=os.environ["MOLECULE_PROJECT_DIRECTORY"], capture_output=True, text=True, timeout=600, check=False)
+
+
+def textfile_samples(host):
+    return dict(line.rsplit(" ", 1) for line in host.file(TEXTFILE).content_string.splitlines()
+                if line.startswith("pro6000_smoke_") and "{" not in line)
+
+
+def test_a_failed_smoke_gate_is_a_metric_and_an_alert_before_the_host_fails(host):
+    # Issue 37 item 2: the failed gate's result is written and the exporters' textfile refreshed
+    # by the same run that fails, without a run of monitoring.yml after it.
+    try:
+        # A gate that fails outside the host's benchmark (the probe: a model the server does not
+        # serve): no figures were measured, the failed task is the failed gate.
+        probe = smoke("smoke_model=not-served", "smoke_probe_only=true")
+        assert probe.returncode == 2, probe.stdout[-3000:]
+        assert textfile_samples(host)["pro6000_smoke_passed"] == "0.0"
+        document = json.loads(host.file(SMOKE_RESULT).content_string)
+        assert document["passed"] is False
+        assert [(g["name"], g["value"]) for g in document["gates"]] == [
+            ("failed_task", "Check that each server answers and serves what was recorded")]
+        # The host still fails, after the result was published.
+        assert "failed=1" in probe.stdout and "Fail the host on the smoke gate that failed" in probe.stdout
+
+        # A floor no server reaches: the benchmark's own document, figures and floor included.
+        floor = smoke("smoke_min_decode_tps=1000000")
+        assert floor.returncode == 2, floor.stdout[-3000:]
+        gates = {g["name"]: g for g in json.loads(host.file(SMOKE_RESULT).content_string)["gates"]}
+        assert gates["decode_tps_c1"]["passed"] is False and gates["decode_tps_c1"]["floor"] == 1000000
+        samples = textfile_samples(host)
+        assert samples["pro6000_smoke_passed"] == "0.0" and samples["pro6000_smoke_decode_tps_floor"] == "1000000.0"
+        failed = time.monotonic()
+        assert wait(lambda: query(host, 'pro6000_smoke_passed{host!=""} == 0'), 4 * INTERVAL_S, step=0.25)
+        alerts = wait(lambda: firing(host, "SmokeGateFailed"), 6 * INTERVAL_S, step=0.25)
+        assert [a["labels"]["host"] for a in alerts] == ["pro6000-monitoring"]
+        print("failed smoke gate -> SmokeGateFailed firing %.1f s after the run ended" % (time.monotonic() - failed))
+    finally:
+        # The gate prepare.yml passed, for what runs after this test.
+        restore = smoke()
+    assert restore.returncode == 0, restore.stdout[-3000:]
+    assert textfile_samples(host)["pro6000_smoke_passed"] == "1.0"

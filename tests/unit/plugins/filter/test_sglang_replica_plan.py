@@ -36,7 +36,7 @@ def test_one_replica_per_gpu_in_pci_order_behind_the_gateway():
     assert all(r["host"] == "127.0.0.1" for r in result["replicas"])
     assert result["replicas"][2]["argv"] == SERVES["argv"] + ["--host", "127.0.0.1", "--port", "30003"]
     assert result["gateway"] == {"unit": "sglang-qwen-gateway.service", "host": "0.0.0.0", "port": 30000,
-                                 "url": "http://127.0.0.1:30000", "metrics_port": 29000,
+                                 "url": "http://127.0.0.1:30000", "metrics_port": 29000, "metrics_host": "127.0.0.1",
                                  "metrics_url": "http://127.0.0.1:29000/metrics", "policy": "cache_aware",
                                  "control_plane_key_file": "/etc/sglang-qwen-gateway/control-plane-key"}
     record = result["record"]
@@ -67,6 +67,29 @@ def test_one_gpu_keeps_todays_single_unit_without_gateway():
     assert (replica["name"], replica["port"], replica["host"], replica["gpus"]) == (
         "sglang-qwen", 30000, "127.0.0.1", ["GPU-0"])
     assert result["record"]["url"] == "http://127.0.0.1:30000" and result["record"]["unit"] == "sglang-qwen.service"
+
+
+def test_a_scraper_on_another_host_takes_the_metrics_listeners_off_loopback():
+    # metrics_host is filter metrics_listen_address over common_metrics_scrapers: 0.0.0.0 when a
+    # scraper is on another host. The replicas serve /metrics on their API port, so they bind it
+    # too; the URLs recorded for the host itself (and the gateway's manifest) stay on loopback.
+    result = plan(metrics_host="0.0.0.0")
+    assert [r["host"] for r in result["replicas"]] == ["0.0.0.0"] * 4
+    assert result["replicas"][0]["argv"][-4:] == ["--host", "0.0.0.0", "--port", "30001"]
+    assert result["replicas"][0]["worker"] == {"url": "http://127.0.0.1:30001"}
+    assert result["gateway"]["metrics_host"] == "0.0.0.0"
+    assert result["record"] == plan()["record"]
+    # Without metrics a replica has nothing to be scraped for: it stays on loopback.
+    assert {r["host"] for r in plan(metrics_host="0.0.0.0", enable_metrics=False)["replicas"]} == {"127.0.0.1"}
+
+
+@pytest.mark.parametrize("host, bound", [("127.0.0.1", "0.0.0.0"), ("localhost", "0.0.0.0"), ("::1", "0.0.0.0"),
+                                         ("10.0.0.11", "10.0.0.11"), ("0.0.0.0", "0.0.0.0")])
+def test_the_only_replica_leaves_loopback_for_a_remote_scraper_and_keeps_an_address_beyond_it(host, bound):
+    (replica,) = plan(devices=GPUS[:1], host=host, metrics_host="0.0.0.0")["replicas"]
+    assert replica["host"] == bound and replica["argv"][-4:-2] == ["--host", bound]
+    (loopback,) = plan(devices=GPUS[:1], host=host)["replicas"]
+    assert loopback["host"] == host
 
 
 def test_no_gpu_seen_is_one_replica_without_devices():
@@ -147,11 +170,16 @@ def test_gateway_argv_names_the_manifest_metrics_and_timeouts():
     assert flags["--discovery-file"] == SETTINGS["discovery_file"] and flags["--prometheus-port"] == "29000"
     assert flags["--request-timeout-secs"] == "3600" and flags["--retry-max-retries"] == "3"
     assert not any("api-key" in word for word in argv)
+    assert flags["--prometheus-host"] == "127.0.0.1"
+    # A scraper on another host: the metrics listener binds every address (its unit admits them).
+    remote = sglang_gateway_argv(plan(metrics_host="0.0.0.0")["gateway"], SETTINGS)
+    assert remote[remote.index("--prometheus-host") + 1] == "0.0.0.0" and remote.count("--prometheus-host") == 1
 
 
 @pytest.mark.parametrize("change, message", [
     ({"extra_args": ["--api-key", "k"]}, "must not set --api-key"),
     ({"extra_args": ["--port=1"]}, "must not set --port=1"),
+    ({"extra_args": ["--prometheus-host", "0.0.0.0"]}, "must not set --prometheus-host"),
     ({"retries": 0}, "retries must be at least 1"),
     ({"request_timeout": "long"}, "request_timeout must be an integer"),
     ({"discovery_file": ""}, "need discovery_file"),

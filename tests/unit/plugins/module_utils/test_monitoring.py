@@ -30,10 +30,21 @@ def test_exporters_bind_loopback_only_for_loopback_scrapers(scrapers, address):
     assert monitoring.metrics_listen_address(scrapers) == address
 
 
-@pytest.mark.parametrize("scrapers", [[], ["monitoring.example"]])
+@pytest.mark.parametrize("scrapers", [[], ["monitoring.example"], ["127.0.0.1", "monitoring.example"]])
 def test_scrapers_must_be_addresses(scrapers):
     with pytest.raises(monitoring.MonitoringError):
         monitoring.metrics_listen_address(scrapers)
+
+
+@pytest.mark.parametrize("address, loopback", [
+    ("localhost", True), ("127.0.0.1", True), ("127.0.0.2", True), ("127.0.0.0/8", True), ("::1", True),
+    ("0.0.0.0", False), ("::", False), ("10.0.0.5", False), ("10.0.0.0/24", False), ("gpu-01.example", False),
+])
+def test_one_answer_to_what_stays_on_this_host(address, loopback):
+    # metrics_listen_address (the exporters, the gateway's metrics, the replicas) and
+    # monitoring_exposure (Prometheus, Alertmanager) both ask it.
+    assert monitoring.is_loopback(address) is loopback
+    assert monitoring.monitoring_exposure(address, [])["loopback"] is loopback
 
 
 def test_the_smoke_textfile_carries_figures_and_floors():

@@ -64,6 +64,29 @@ def test_smi_version():
     }
 
 
+R610 = REAL.parents[1] / "unit" / "fixtures" / "derived-r610"
+
+
+def test_smi_version_of_r610_reads_the_new_keys():
+    """From R610 the old keys say "Deprecated, see ...": the versions come from KMD / CUDA UMD."""
+    assert _nvidia.parse_smi_version((R610 / "nvidia-smi-version.txt").read_text()) == {
+        "nvidia_smi_version": "610.57.04", "nvml_version": "610.57",
+        "driver_version": "610.57.04", "cuda_version": "13.3",
+    }
+
+
+@pytest.mark.parametrize("text", [
+    # The old keys alone, holding no version (a future release that drops the new ones).
+    'DRIVER version      : Deprecated, see "KMD version" instead\nCUDA version : N/A\n',
+    # Values of the wrong shape under every key.
+    "NVIDIA-SMI version : 580\nNVML version : x.y\nKMD version : 610.57.04 beta\nCUDA UMD version : 13\n",
+    "",
+])
+def test_smi_version_reads_no_version_from_a_value_that_is_not_one(text):
+    assert _nvidia.parse_smi_version(text) == dict.fromkeys(
+        ["nvidia_smi_version", "nvml_version", "driver_version", "cuda_version"])
+
+
 def test_proc_version_of_the_open_module():
     assert _nvidia.parse_proc_driver_version(real("proc-driver-nvidia-version.txt")) == {
         "version": "580.159.04", "flavour": "open"}

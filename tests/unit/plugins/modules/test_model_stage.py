@@ -395,12 +395,12 @@ def test_full_verify_does_not_repair_a_file_from_a_hard_link_of_the_same_damage(
 
 
 def test_a_touched_but_intact_file_is_hashed_once_not_on_every_run(doubles, models, monkeypatch):
-    from ansible_collections.pro6000.inference.plugins.module_utils import _weights
+    from ansible_collections.pro6000.inference.plugins.module_utils._weights import files, tree
     first = run(mirror_args(doubles, models))
     os.utime(models / "Qwen3.6-27B" / SHARD1, ns=(1, 1))
     hashed = []
-    real = _weights.file_digest
-    monkeypatch.setattr(_weights, "file_digest", lambda path, algo: hashed.append(path) or real(path, algo))
+    real = files.file_digest
+    monkeypatch.setattr(tree, "file_digest", lambda path, algo: hashed.append(path) or real(path, algo))
     again = run(mirror_args(doubles, models))
     assert not again["changed"] and again["repaired"] == [] and len(hashed) == 1
     hashed.clear()

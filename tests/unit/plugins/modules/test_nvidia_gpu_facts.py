@@ -208,15 +208,18 @@ def load_repo_builder():
     return load_module("build_repo", REPO / "tests" / "fixtures" / "nvidia_repo" / "build_repo.py")
 
 
+# The real host's H200 (tests/fixtures/real-gpu-host) as the nvidia-smi double's hardware.json holds it.
+H200_DOUBLE = {"name": "NVIDIA H200", "uuid": "GPU-4ed21e5a-8d48-380e-78f2-719f33a452dc", "pci_bus_id": "00000000:00:06.0",
+               "memory_total_mib": 143771, "compute_cap": "9.0", "power_limit_w": 700, "architecture": "Hopper"}
+
+
 def test_the_nvidia_smi_double_reads_like_the_real_host(host, monkeypatch):
     """Facts from the packaged nvidia-smi double equal the facts from the real captures."""
     builder = load_repo_builder()
     state = host.root / "double-state"
     (state / "sys" / "module" / "nvidia").mkdir(parents=True)
     (state / "sys" / "module" / "nvidia" / "version").write_text("580.159.04\n")
-    (state / "hardware.json").write_text(json.dumps({"gpus": [{
-        "name": "NVIDIA H200", "uuid": "GPU-4ed21e5a-8d48-380e-78f2-719f33a452dc", "pci_bus_id": "00000000:00:06.0",
-        "memory_total_mib": 143771, "compute_cap": "9.0", "power_limit_w": 700, "architecture": "Hopper"}]}))
+    (state / "hardware.json").write_text(json.dumps({"gpus": [H200_DOUBLE]}))
     monkeypatch.setenv("NVIDIA_TEST_DOUBLE_STATE", str(state))
     smi = host.bin / "nvidia-smi"
     smi.write_text(builder.render("nvidia-smi", VERSION="580.159.04", CUDA_VERSION="13.0",
@@ -248,6 +251,26 @@ def test_the_nvidia_smi_double_reads_like_the_real_host(host, monkeypatch):
     mismatch = subprocess.run([str(smi)], capture_output=True, text=True, check=False)
     assert mismatch.returncode == 18
     assert _nvidia.nvml_mismatch(mismatch.stdout)
+
+
+def test_the_nvidia_smi_double_of_r610_prints_the_new_version_keys(host, monkeypatch):
+    """A double packaged for an R610+ driver prints what that driver prints (derived-r610), and the
+    facts read its versions from the new keys."""
+    builder = load_repo_builder()
+    state = host.root / "double-state"
+    (state / "sys" / "module" / "nvidia").mkdir(parents=True)
+    (state / "sys" / "module" / "nvidia" / "version").write_text("610.57.04\n")
+    (state / "hardware.json").write_text(json.dumps({"gpus": [H200_DOUBLE]}))
+    monkeypatch.setenv("NVIDIA_TEST_DOUBLE_STATE", str(state))
+    smi = host.bin / "nvidia-smi"
+    smi.write_text(builder.render("nvidia-smi", VERSION="610.57.04", CUDA_VERSION="13.3",
+                                  XML_TEMPLATE=json.dumps(builder.xml_template())))
+    smi.chmod(0o755)
+    printed = subprocess.run([str(smi), "--version"], capture_output=True, text=True, check=True).stdout
+    derived = (REPO / "tests" / "unit" / "fixtures" / "derived-r610" / "nvidia-smi-version.txt").read_text()
+    assert printed == derived
+    facts = host.run()
+    assert (facts["user_space_version"], facts["cuda_driver_version"]) == ("610.57.04", "13.3")
 
 
 DERIVED = REPO / "tests" / "unit" / "fixtures" / "derived-multi-gpu"

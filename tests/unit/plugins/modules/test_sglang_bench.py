@@ -1,7 +1,7 @@
 """sglang_bench against the SGLang test double on loopback (tests/unit/plugins/conftest.py).
 
 The client's own behaviours (deadlines, the /get_server_info alias, the API key header, stream
-parsing) are tested in tests/unit/plugins/module_utils/test_sglang_client.py; these tests cover
+parsing) are tested in tests/unit/plugins/module_utils/_sglang/test_sglang_client.py; these tests cover
 the module's wiring, phases and gates."""
 import json
 import re
@@ -12,6 +12,7 @@ import pytest
 from support import (DEEP_JSON, MEASURED_MEMORY_LIMIT, SERVER_SIDE_SLACK_S, Dribble, HostileServer, free_port,
                      http_answer, run_main, run_module_file, run_module_measured)
 
+from ansible_collections.pro6000.inference.plugins.module_utils._sglang import bench
 from ansible_collections.pro6000.inference.plugins.modules import sglang_bench
 
 SMALL = {"max_tokens": 25, "acceptance_max_tokens": 261, "concurrency": 3, "requests_per_worker": 2,
@@ -401,7 +402,7 @@ def test_open_loop_levels_send_at_poisson_arrivals(server, capsys, tmp_path):
     sent = 0
     for level, rate in zip(doc["open_loop"], (20, 400)):
         assert (level["phase"], level["concurrency"], level["requests"], level["successes"]) == ("open_loop", None, 6, 6)
-        offsets = sglang_bench.poisson_arrivals(rate, 6)
+        offsets = bench.poisson_arrivals(rate, 6)
         assert level["arrivals_s"] == pytest.approx(offsets[-1], abs=1e-4)
         # Each request reaches the server no earlier than its arrival after the first (less what
         # the first one may have been late), whatever the others do: a closed-loop burst of 6
@@ -419,12 +420,12 @@ def test_open_loop_levels_send_at_poisson_arrivals(server, capsys, tmp_path):
 
 
 def test_poisson_arrivals_have_the_asked_rate_and_are_reproducible():
-    offsets = sglang_bench.poisson_arrivals(10.0, 2001)
+    offsets = bench.poisson_arrivals(10.0, 2001)
     gaps = [b - a for a, b in zip(offsets, offsets[1:])]
     assert offsets[0] == 0 and min(gaps) > 0
     # Mean gap 1/rate within 5 % over 2000 draws (the standard error is 2.2 %).
     assert sum(gaps) / len(gaps) == pytest.approx(0.1, rel=0.05)
-    assert sglang_bench.poisson_arrivals(10.0, 2001) == offsets
+    assert bench.poisson_arrivals(10.0, 2001) == offsets
 
 
 def test_an_e2e_objective_gates_and_counts_in_goodput(server, capsys):

@@ -1,7 +1,7 @@
 """sglang_probe against the SGLang test double on loopback (tests/unit/plugins/conftest.py).
 
 The client's own behaviours (deadlines, retries, the /get_server_info alias, the API key header)
-are tested in tests/unit/plugins/module_utils/test_sglang_client.py; these tests cover the
+are tested in tests/unit/plugins/module_utils/_sglang/test_sglang_client.py; these tests cover the
 module's wiring and checks."""
 import json
 import re

@@ -20,7 +20,7 @@ import os
 import subprocess
 
 from ansible_collections.pro6000.inference.plugins.module_utils import _weights_hub_helper
-from ansible_collections.pro6000.inference.plugins.module_utils._weights import WeightsError, mask_secrets
+from ansible_collections.pro6000.inference.plugins.module_utils._weights.errors import WeightsError, mask_secrets
 
 HELPER_SOURCE = inspect.getsource(_weights_hub_helper)
 

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from ansible_collections.pro6000.inference.plugins.module_utils._sglang_options import accepted
+from ansible_collections.pro6000.inference.plugins.module_utils._sglang.options import accepted
 
-TESTS = pathlib.Path(__file__).resolve().parents[3]
+TESTS = pathlib.Path(__file__).resolve().parents[4]
 sys.path.insert(0, str(TESTS / "oracle"))
 import double  # noqa: E402  (tests/oracle is not a package)
 

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from ansible_collections.pro6000.inference.plugins.module_utils import _weights_hub as hub
+from ansible_collections.pro6000.inference.plugins.module_utils._weights import hub
 from ansible_collections.pro6000.inference.plugins.module_utils import _weights_hub_helper as helper
-from ansible_collections.pro6000.inference.plugins.module_utils._weights import WeightsError
+from ansible_collections.pro6000.inference.plugins.module_utils._weights.errors import WeightsError
 
 
 def test_token_endpoint_and_timeouts_reach_the_child_only_when_given():
