@@ -46,7 +46,7 @@ description:
     depends on content, or the site's own from O(prompts_path).
   - Every request's prompt starts with a tag of its own (8 random hex digits in brackets), so
     no two requests of a run, or of two runs, share more than a character or two of prefix.
-    A gateway that routes by prefix (smg's C(cache_aware), where a request whose text matches
+    A gateway that routes by prefix (smg's C(cache_aware), where, as its 1.9.0 source reads, a request whose text matches
     less than its cache threshold, 0.5 by default, of a tree entry goes to the least loaded
     worker) then sends the concurrent requests of a level to every replica, as it does with a
     production mix of new conversations, instead of pinning the few fixed prompts to the
