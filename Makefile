@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections
 # Longest first (as measured on 2 cores), so that a long one does not start last.
-SCENARIOS := default driver_upgrade sglang_service replicas sglang cuda_toolkit rolling monitoring nvidia_driver \
+SCENARIOS := default production driver_upgrade sglang_service replicas sglang cuda_toolkit rolling monitoring nvidia_driver \
 	model_weights_failures model_weights nvidia_driver_guards chatops_bot harness
 # Run by a stage of their own: execution_environment by tests/scripts/ee.sh, once the image exists.
 STAGE_SCENARIOS := execution_environment

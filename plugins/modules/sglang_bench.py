@@ -44,6 +44,14 @@ description:
     benchmark reports) is recorded as C(per_request_mean)."
   - Prompts are fixed natural-language prompts shipped with the module, since acceptance
     depends on content, or the site's own from O(prompts_path).
+  - Every request's prompt starts with a tag of its own (8 random hex digits in brackets), so
+    no two requests of a run, or of two runs, share more than a character or two of prefix.
+    A gateway that routes by prefix (smg's C(cache_aware), where, as its 1.9.0 source reads, a request whose text matches
+    less than its cache threshold, 0.5 by default, of a tree entry goes to the least loaded
+    worker) then sends the concurrent requests of a level to every replica, as it does with a
+    production mix of new conversations, instead of pinning the few fixed prompts to the
+    replicas that saw them first; and the server's prefix cache holds no earlier answer of the
+    same text. Recorded as C(prompt_mode.distinct_prefix).
   - "Prompt mode, recorded as C(prompt_mode) in the result: the throughput phases use the chat
     API with the model's chat template and thinking explicitly on or off (O(thinking), sent as
     C(chat_template_kwargs: {enable_thinking: ...}), which Qwen3's templates read; Qwen3.6 thinks

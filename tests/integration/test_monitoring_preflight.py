@@ -32,10 +32,16 @@ CASES = [
     ("a password bcrypt cannot take", "monitoring", {"monitoring_web_password": "x" * 73}, "takes at most 72 bytes"),
     ("a webhook by name beyond loopback", "monitoring",
      {"monitoring_listen_address": "0.0.0.0", "monitoring_web_password": "pw",
-      "monitoring_alertmanager_webhook_url": "https://chat.example/hook"},
+      "monitoring_alertmanager_webhook_url": "https://chat.example/hook", "monitoring_alerts_receiver": "webhook"},
      "monitoring_scrape_address, monitoring_alertmanager_webhook_url = [\"chat.example\"]"),
-    ("a webhook by name on loopback", "monitoring", {"monitoring_alertmanager_webhook_url": "https://chat.example/hook"},
-     None),
+    ("a webhook by name on loopback", "monitoring",
+     {"monitoring_alertmanager_webhook_url": "https://chat.example/hook", "monitoring_alerts_receiver": "webhook"}, None),
+    # Issue 37, item 1: alerts that go nowhere only when a site says so.
+    ("neither a webhook nor receiver none", "monitoring", {"monitoring_alerts_receiver": "webhook"},
+     "monitoring_alerts_receiver, monitoring_alertmanager_webhook_url = [\"webhook\", \"\"]: give the webhook"),
+    ("receiver none beside a webhook", "monitoring",
+     {"monitoring_alerts_receiver": "none", "monitoring_alertmanager_webhook_url": "http://10.0.0.9/hook"},
+     "monitoring_alerts_receiver: none sends no alert to the webhook given"),
     ("exporters accepted", "metrics_exporters", {}, None),
     ("node exporter port 99999", "metrics_exporters", {"metrics_exporters_node_exporter_port": 99999},
      "metrics_exporters_node_exporter_port = 99999: must be a TCP port"),
@@ -54,6 +60,8 @@ DEFAULTS = {
     "monitoring_retention": "30d", "monitoring_scrape_interval": "15s", "monitoring_listen_address": "127.0.0.1",
     "monitoring_prometheus_port": 9090, "monitoring_alertmanager_port": 9093,
     "monitoring_web_password": "", "monitoring_alertmanager_webhook_url": "",
+    # Cases without a webhook keep their alerts in Alertmanager: each is refused for its own reason only.
+    "monitoring_alerts_receiver": "none",
     "metrics_exporters_node_exporter_port": 9100, "metrics_exporters_dcgm_exporter_port": 9400,
     "metrics_exporters_node_exporter_extra_args": [], "metrics_exporters_textfile_dir": "/var/lib/prometheus/node-exporter",
 }

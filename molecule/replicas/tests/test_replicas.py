@@ -51,7 +51,7 @@ def test_the_smoke_gate_names_a_replica_missing_from_the_gateways_pool(host):
     assert "Not healthy in the gateway's pool (http://127.0.0.1:30000/workers): sglang-qwen-2." in message
     # The lab's gateway routes round robin (inventories/lab): the replica's own request counter
     # did not move either, and both checks name it.
-    assert "Took no request through the round-robin gateway during the host's benchmark: sglang-qwen-2." in message
+    assert "Took no request through the gateway (round_robin) during the host's benchmark: sglang-qwen-2." in message
 
 
 def test_two_replicas_of_two_gpus_each_behind_the_gateway(host):

@@ -12,6 +12,7 @@ import json
 import math
 import random
 import re
+import secrets
 import time
 
 from ansible_collections.pro6000.inference.plugins.module_utils._sglang.client import fetch_server_info, model_cards, speculative_settings
@@ -46,6 +47,20 @@ def prompt(index, prompts=PROMPTS):
     return prompts[index % len(prompts)]
 
 
+class DistinctPrompts:
+    """``prompts``, each one read with a tag of its own in front (8 random hex digits): requests
+    share no prefix, so a prefix-routing gateway treats each as a new conversation."""
+
+    def __init__(self, prompts):
+        self.prompts = tuple(prompts)
+
+    def __len__(self):
+        return len(self.prompts)
+
+    def __getitem__(self, index):
+        return "[%s] %s" % (secrets.token_hex(4), self.prompts[index])
+
+
 def load_prompts(path):
     """The prompts of a JSON Lines file (one {"prompt": str} per line), or ValueError naming the line."""
     found = []
@@ -70,7 +85,8 @@ def prompt_mode(params, prompts):
     """What the result records about the prompts used."""
     return {"api": "chat (/v1/chat/completions), acceptance through native /generate without a template",
             "thinking": params["thinking"], "chat_template_kwargs": {"enable_thinking": params["thinking"]},
-            "prompt_set": params["prompts_path"] or "builtin", "prompts": len(prompts)}
+            "prompt_set": params["prompts_path"] or "builtin", "prompts": len(prompts),
+            "distinct_prefix": isinstance(prompts, DistinctPrompts)}
 
 
 class Deadline:
@@ -233,6 +249,7 @@ def run_benchmark(client, params, records=None, prompts=PROMPTS, check_mode=Fals
     ``records`` (a list) receives one record per measured request; in check mode only the
     preflight reads, with what would run."""
     records = [] if records is None else records
+    prompts = prompts if isinstance(prompts, DistinctPrompts) else DistinctPrompts(prompts)
     thinking = params["thinking"]
     objectives = (params["max_ttft_p99_s"], params["max_tpot_p99_s"], params["max_e2e_p99_s"])
     deadline = Deadline(params["timeout"])

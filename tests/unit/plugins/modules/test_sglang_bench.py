@@ -4,6 +4,7 @@ The client's own behaviours (deadlines, the /get_server_info alias, the API key 
 parsing) are tested in tests/unit/plugins/module_utils/_sglang/test_sglang_client.py; these tests cover
 the module's wiring, phases and gates."""
 import json
+import re
 import time
 
 import pytest
@@ -329,10 +330,23 @@ def test_a_site_prompt_file_is_used_in_order(server, capsys, tmp_path):
     assert not failed, result["msg"]
     assert result["result"]["prompt_mode"]["prompt_set"] == str(prompts)
     assert result["result"]["prompt_mode"]["prompts"] == 2
-    sent = {r["payload"]["messages"][0]["content"] for r in server.app.requests
-            if r["path"] == "/v1/chat/completions"}
-    sent |= {r["payload"]["text"] for r in server.app.requests if r["path"] == "/generate"}
-    assert sent == {"first site prompt", "second site prompt"}
+    sent = [r["payload"]["messages"][0]["content"] for r in server.app.requests
+            if r["path"] == "/v1/chat/completions"]
+    sent += [r["payload"]["text"] for r in server.app.requests if r["path"] == "/generate"]
+    assert {text.split("] ", 1)[1] for text in sent} == {"first site prompt", "second site prompt"}
+
+
+def test_no_two_requests_share_a_prefix(server, capsys):
+    # Issue 37, item 4: smg's cache_aware pins a prompt it has seen (match above 0.5) to the
+    # replica that took it first; a tag of its own in front of each makes every request new to it.
+    failed, result = run_module(dict(SMALL, url=server.url), capsys)
+    assert not failed, result["msg"]
+    assert result["result"]["prompt_mode"]["distinct_prefix"] is True
+    sent = [r["payload"]["messages"][0]["content"] for r in server.app.requests if r["path"] == "/v1/chat/completions"]
+    sent += [r["payload"]["text"] for r in server.app.requests if r["path"] == "/generate"]
+    assert len(sent) > len(sglang_bench.PROMPTS) and all(re.match(r"\[[0-9a-f]{8}\] \S", text) for text in sent)
+    assert len({text[:10] for text in sent}) == len(sent)
+    assert {text.split("] ", 1)[1] for text in sent} <= set(sglang_bench.PROMPTS)
 
 
 @pytest.mark.parametrize("content, message", [
