@@ -11,19 +11,24 @@ controller's interpreter wrote them, they are not inputs.
 
 The archive is CACHE/NAME-<hash>.tar, the hash taken over every member's path, mode and content
 and over this script: it is built only when one of them changed, under a private name renamed
-into place, so that runs side by side never read a half-written archive. Prints
+into place, so that runs side by side never read a half-written archive. A new one removes the
+archives of the same NAME older than an hour (a run needs its archive only from its pack task to
+its unpack task), so that the cache does not grow with every change of a fixture. Prints
 {"path": ..., "built": true|false} as JSON.
 """
 import hashlib
 import json
 import os
 import pathlib
+import re
 import sys
 import tarfile
 import tempfile
+import time
 
 LEFT_OUT = ("__pycache__",)
 LEFT_OUT_SUFFIXES = (".pyc",)
+STALE_AFTER_S = 3600
 
 
 def members(source, dest):
@@ -76,7 +81,19 @@ def pack(cache, name, pairs):
     except BaseException:
         os.unlink(partial)
         raise
+    remove_stale(cache, name, archive)
     return archive, True
+
+
+def remove_stale(cache, name, kept):
+    same_name = re.compile(r"%s-[0-9a-f]{16}\.tar$" % re.escape(name))
+    for other in cache.iterdir():
+        if other != kept and same_name.match(other.name):
+            try:
+                if other.stat().st_mtime < time.time() - STALE_AFTER_S:
+                    other.unlink()
+            except FileNotFoundError:  # removed by a run beside this one
+                pass
 
 
 def main(argv):

@@ -6,6 +6,7 @@ import pathlib
 import subprocess
 import sys
 import tarfile
+import time
 
 import pytest
 
@@ -68,6 +69,21 @@ def test_the_archive_is_built_again_only_when_a_member_changes(tmp_path, sources
     assert content_changed["built"] is True and content_changed["path"] not in (first["path"], mode_changed["path"])
     assert sorted(path.name for path in (tmp_path / "cache").iterdir()) == sorted(
         pathlib.Path(packed["path"]).name for packed in (first, mode_changed, content_changed))
+
+
+def test_a_new_archive_removes_those_of_its_name_older_than_an_hour(tmp_path, sources):
+    tree, single = sources
+    cache = tmp_path / "cache"
+    old = pack(cache, "set", "%s=/srv/double" % tree)["path"]
+    recent = pack(cache, "set", "%s=/srv/double" % single)["path"]
+    other_name = pack(cache, "set-other", "%s=/srv/double" % tree)["path"]
+    hours_ago = time.time() - 2 * 3600
+    for path in (old, other_name):
+        os.utime(path, (hours_ago, hours_ago))
+    (tree / "pkg" / "mod.py").write_text("print('changed')\n")
+    new = pack(cache, "set", "%s=/srv/double" % tree)["path"]
+    assert sorted(path.name for path in cache.iterdir()) == sorted(
+        pathlib.Path(path).name for path in (recent, other_name, new))
 
 
 @pytest.mark.parametrize("pair, said", [
