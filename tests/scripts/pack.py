@@ -1,6 +1,6 @@
 """Packs files that a prepare playbook puts into a container as one tar archive on the controller,
-so that one unarchive task moves them: a directory copy costs a round trip per file, 24-59 s a
-set on two cores (tests/benchmarks/README.md).
+so that one unarchive task moves them: a directory copy costs a round trip per file (the
+figures are in tests/benchmarks/test-suite-time.md).
 
     python tests/scripts/pack.py CACHE NAME SOURCE=DEST...
 
