@@ -12,8 +12,9 @@ controller's interpreter wrote them, they are not inputs.
 The archive is CACHE/NAME-<hash>.tar, the hash taken over every member's path, mode and content
 and over this script: it is built only when one of them changed, under a private name renamed
 into place, so that runs side by side never read a half-written archive. A new one removes the
-archives of the same NAME older than an hour (a run needs its archive only from its pack task to
-its unpack task), so that the cache does not grow with every change of a fixture. Prints
+archives of the same NAME that no run packed for an hour (a run needs its archive only from its
+pack task to its unpack task), so that the cache does not grow with every change of a fixture.
+Prints
 {"path": ..., "built": true|false} as JSON.
 """
 import hashlib
@@ -69,6 +70,8 @@ def pack(cache, name, pairs):
     cache = pathlib.Path(cache)
     archive = cache / ("%s-%s.tar" % (name, content_hash(entries)))
     if archive.exists():
+        # Its age is the time since a run last used it (see remove_stale).
+        os.utime(archive)
         return archive, False
     cache.mkdir(parents=True, exist_ok=True)
     handle, partial = tempfile.mkstemp(prefix=archive.name + ".partial.", dir=cache)

@@ -71,19 +71,21 @@ def test_the_archive_is_built_again_only_when_a_member_changes(tmp_path, sources
         pathlib.Path(packed["path"]).name for packed in (first, mode_changed, content_changed))
 
 
-def test_a_new_archive_removes_those_of_its_name_older_than_an_hour(tmp_path, sources):
+def test_a_new_archive_removes_those_of_its_name_no_run_packed_for_an_hour(tmp_path, sources):
     tree, single = sources
     cache = tmp_path / "cache"
     old = pack(cache, "set", "%s=/srv/double" % tree)["path"]
-    recent = pack(cache, "set", "%s=/srv/double" % single)["path"]
+    reused = pack(cache, "set", "%s=/srv/double" % single)["path"]
     other_name = pack(cache, "set-other", "%s=/srv/double" % tree)["path"]
     hours_ago = time.time() - 2 * 3600
-    for path in (old, other_name):
+    for path in (old, reused, other_name):
         os.utime(path, (hours_ago, hours_ago))
+    # Packed again unchanged by a run: that run may be about to unpack it.
+    assert pack(cache, "set", "%s=/srv/double" % single) == {"path": reused, "built": False}
     (tree / "pkg" / "mod.py").write_text("print('changed')\n")
     new = pack(cache, "set", "%s=/srv/double" % tree)["path"]
     assert sorted(path.name for path in cache.iterdir()) == sorted(
-        pathlib.Path(path).name for path in (recent, other_name, new))
+        pathlib.Path(path).name for path in (reused, other_name, new))
 
 
 @pytest.mark.parametrize("pair, said", [
