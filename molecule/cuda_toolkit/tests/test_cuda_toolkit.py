@@ -4,12 +4,15 @@ import json
 import pytest
 
 
-# The headless driver set of NVIDIA's repository for the 590 branch on each platform
-# (shared/reference/nvidia-590-cuda-13.1.md); the toolkit packages are named alike on both.
+# The headless driver set of NVIDIA's repository at the role's default, 620.70.10 (R620), on each
+# platform (shared/reference/nvidia-590-cuda-13.1.md): CUDA 13.1 and 13.0 run on it under full
+# compatibility. Revision "-1ubuntu1" from 595 on (NVIDIA/gpu-driver-container #899); the toolkit
+# packages are named alike on both.
+DRIVER = "620.70.10"
 HEADLESS_DRIVER = {
-    "ubuntu": {"libnvidia-compute": "590.48.01-0ubuntu1", "nvidia-dkms-open": "590.48.01-0ubuntu1",
-               "nvidia-utils": "590.48.01-0ubuntu1"},
-    "debian": {"nvidia-driver-cuda": "590.48.01-1", "nvidia-kernel-open-dkms": "590.48.01-1"},
+    "ubuntu": {"libnvidia-compute": DRIVER + "-1ubuntu1", "nvidia-dkms-open": DRIVER + "-1ubuntu1",
+               "nvidia-utils": DRIVER + "-1ubuntu1"},
+    "debian": {"nvidia-driver-cuda": DRIVER + "-1", "nvidia-kernel-open-dkms": DRIVER + "-1"},
 }
 
 
@@ -64,4 +67,4 @@ def test_toolkit_facts(host):
     installed = {name: host.package(name).version for name in ("cuda-toolkit-13-0", "cuda-toolkit-13-1")}
     assert fact == {"versions": {"13.1": "13.1.115", "13.0": "13.0.88"}, "default_version": "13.1",
                     "cuda_home": "/usr/local/cuda", "releases": ["13.0", "13.1"], "packages": installed,
-                    "driver": "590.48.01", "driver_compatibility": "full"}
+                    "driver": DRIVER, "driver_compatibility": "full"}

@@ -17,7 +17,8 @@ def sglang_fact(host):
 
 
 def test_driver_and_toolkit_are_the_pinned_ones(host):
-    assert host.package("nvidia-driver-pinning-590.48.01").is_installed
+    # The role's default: R620, the long-term branch (ubuntu2404 has its exact pinning package).
+    assert host.package("nvidia-driver-pinning-620.70.10").is_installed
     assert "release 13.1" in host.check_output("/usr/local/cuda/bin/nvcc --version")
 
 

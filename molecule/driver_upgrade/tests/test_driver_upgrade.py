@@ -1,5 +1,5 @@
-"""After converge on 590.48.01, a refused 595.99.99 pin and the rolling upgrade to 595.71.05:
-both hosts on 595.71.05, pinned and loaded, serving, gated by smoke; the hosts left service one
+"""After converge on the seed's 590.48.01, a refused 595.99.99 pin and the rolling upgrade to the
+default driver (620.70.10, no driver variable set): both hosts on 620.70.10, pinned and loaded, serving, gated by smoke; the hosts left service one
 after the other; the requests streaming through the first host's URL were never cut off."""
 import datetime
 import json
@@ -13,8 +13,10 @@ import testinfra
 testinfra_hosts = ["pro6000-driver-upgrade-a", "pro6000-driver-upgrade-b"]
 
 LOGS = pathlib.Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"])
-VERSION = "595.71.05"
-# From 595 on NVIDIA's ubuntu2404 packages carry "-1ubuntu1" (NVIDIA/gpu-driver-container #899).
+# The role's default (roles/nvidia_driver/defaults/main.yml): R620, the long-term branch.
+VERSION = "620.70.10"
+# From 595 on NVIDIA's ubuntu2404 packages carry "-1ubuntu1" (NVIDIA/gpu-driver-container #899;
+# 615.71.09-1ubuntu1 in dsx-ai-factory/infra-controller #6149).
 PACKAGE_VERSION = VERSION + "-1ubuntu1"
 # The lab's headless set (nvidia_driver_package_set: compute) on the ubuntu2404 layout.
 DRIVER_PACKAGES = ["libnvidia-compute", "nvidia-dkms-open", "nvidia-utils", "nvidia-persistenced"]
@@ -106,7 +108,7 @@ def test_apt_changed_the_pin_only_in_converge_and_upgrade(host):
                     "nvidia-driver-pinning-" + VERSION]
 
 
-def test_driver_is_595_installed_pinned_and_loaded(host):
+def test_driver_is_the_default_installed_pinned_and_loaded(host):
     for package in DRIVER_PACKAGES:
         assert host.package(package).version == PACKAGE_VERSION
     assert host.package("nvidia-driver-pinning-" + VERSION).is_installed
