@@ -18,7 +18,10 @@ REPO_ROOT = TESTS.parents[1]
 LOCAL_PLAYBOOKS = TESTS / "playbooks"
 
 ALL_ACTIONS = ["deploy", "bench", "status", "tune", "cancel"]
-LOCAL_HOST_VARS = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+# A host that is the machine running the tests: role smoke keeps its result in memory instead of
+# writing the machine's /var/lib/pro6000/smoke (its default smoke_result_path).
+LOCAL_HOST_VARS = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                   "smoke_result_path": ""}
 
 LAB_INVENTORY = REPO_ROOT / "inventories" / "lab"
 LAB_ENVIRONMENT = {"ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"),

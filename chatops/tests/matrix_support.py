@@ -33,16 +33,18 @@ PASSWORD = "correct horse battery staple"
 
 
 def synapse_venv() -> Path:
-    """The virtual environment with Synapse, created on first use (about 30 s), then reused."""
+    """The virtual environment with Synapse, created on first use (about 30 s), then reused.
+    Its scripts name the path it was created at: one made through another path to this folder
+    (a worktree's link to .cache) is made again."""
     ready = SYNAPSE_VENV / ".ready"
     SYNAPSE_VENV.parent.mkdir(parents=True, exist_ok=True)
     with open(SYNAPSE_VENV.parent / f"{SYNAPSE_VENV.name}.lock", "w", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two test runs at once build it once
-        if not ready.exists():
+        if not ready.exists() or ready.read_text(encoding="utf-8") != str(SYNAPSE_VENV):
             subprocess.run([sys.executable, "-m", "venv", "--clear", str(SYNAPSE_VENV)], check=True, timeout=120)
             subprocess.run([str(SYNAPSE_VENV / "bin" / "pip"), "install", "--quiet",
                             f"matrix-synapse=={SYNAPSE_VERSION}"], check=True, timeout=900)
-            ready.touch()
+            ready.write_text(str(SYNAPSE_VENV), encoding="utf-8")
     return SYNAPSE_VENV
 
 
