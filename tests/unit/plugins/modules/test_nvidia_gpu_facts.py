@@ -213,18 +213,25 @@ H200_DOUBLE = {"name": "NVIDIA H200", "uuid": "GPU-4ed21e5a-8d48-380e-78f2-719f3
                "memory_total_mib": 143771, "compute_cap": "9.0", "power_limit_w": 700, "architecture": "Hopper"}
 
 
-def test_the_nvidia_smi_double_reads_like_the_real_host(host, monkeypatch):
-    """Facts from the packaged nvidia-smi double equal the facts from the real captures."""
+def install_smi_double(host, monkeypatch, version, cuda):
+    """The packaged nvidia-smi double of driver ``version`` on ``host``'s PATH, with that driver's
+    module loaded and the real host's H200; returns the script and the double's state folder."""
     builder = load_repo_builder()
     state = host.root / "double-state"
     (state / "sys" / "module" / "nvidia").mkdir(parents=True)
-    (state / "sys" / "module" / "nvidia" / "version").write_text("580.159.04\n")
+    (state / "sys" / "module" / "nvidia" / "version").write_text(version + "\n")
     (state / "hardware.json").write_text(json.dumps({"gpus": [H200_DOUBLE]}))
     monkeypatch.setenv("NVIDIA_TEST_DOUBLE_STATE", str(state))
     smi = host.bin / "nvidia-smi"
-    smi.write_text(builder.render("nvidia-smi", VERSION="580.159.04", CUDA_VERSION="13.0",
+    smi.write_text(builder.render("nvidia-smi", VERSION=version, CUDA_VERSION=cuda,
                                   XML_TEMPLATE=json.dumps(builder.xml_template())))
     smi.chmod(0o755)
+    return smi, state
+
+
+def test_the_nvidia_smi_double_reads_like_the_real_host(host, monkeypatch):
+    """Facts from the packaged nvidia-smi double equal the facts from the real captures."""
+    smi, state = install_smi_double(host, monkeypatch, "580.159.04", "13.0")
     host.pci_gpu(address="0000:00:06.0", device="0x2335")
     host.loaded(real("proc-driver-nvidia-version.txt"), real("sys-module-nvidia-version.txt"))
     double = host.run()
@@ -256,16 +263,7 @@ def test_the_nvidia_smi_double_reads_like_the_real_host(host, monkeypatch):
 def test_the_nvidia_smi_double_of_r610_prints_the_new_version_keys(host, monkeypatch):
     """A double packaged for an R610+ driver prints what that driver prints (derived-r610), and the
     facts read its versions from the new keys."""
-    builder = load_repo_builder()
-    state = host.root / "double-state"
-    (state / "sys" / "module" / "nvidia").mkdir(parents=True)
-    (state / "sys" / "module" / "nvidia" / "version").write_text("610.57.04\n")
-    (state / "hardware.json").write_text(json.dumps({"gpus": [H200_DOUBLE]}))
-    monkeypatch.setenv("NVIDIA_TEST_DOUBLE_STATE", str(state))
-    smi = host.bin / "nvidia-smi"
-    smi.write_text(builder.render("nvidia-smi", VERSION="610.57.04", CUDA_VERSION="13.3",
-                                  XML_TEMPLATE=json.dumps(builder.xml_template())))
-    smi.chmod(0o755)
+    smi = install_smi_double(host, monkeypatch, "610.57.04", "13.3")[0]
     printed = subprocess.run([str(smi), "--version"], capture_output=True, text=True, check=True).stdout
     derived = (REPO / "tests" / "unit" / "fixtures" / "derived-r610" / "nvidia-smi-version.txt").read_text()
     assert printed == derived
