@@ -159,7 +159,10 @@ def test_an_operators_deploy_runs_while_reads_fill_every_worker_they_may_take(op
         (canceling,) = await first_replies(room, [cancel])
         runs.finish()
         deployed = (await room.replied(deploy, 2))[1]
-        # Once the runs have ended, reads get workers again.
+        # Once the runs have ended, reads get workers again. A run frees its worker before it posts
+        # its summary, and the reads' runs may end after the deploy's: wait for each summary.
+        for event_id in reads[:3]:
+            await room.replied(event_id, 2)
         read = room.say("erin", f"status {HOSTS[4]}")
         read_again = (await room.replied(read, 2))[0]
         return read_replies, one_more_read, no_worker, canceling, deployed, read_again
