@@ -12,7 +12,8 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$top"
 image=${PRO6000_TEST_IMAGE:-pro6000/ubuntu2404-identity:latest}
-name=pro6000-controller-install
+# Its own name per run: checkouts side by side each run theirs.
+name=pro6000-controller-install-$$
 
 block=$(python3 tests/scripts/readme_block.py controller-install)
 wheels=.cache/python-index/controller-$(sha256sum requirements-controller.txt | cut -c1-16)
