@@ -16,7 +16,7 @@ endif
 # galaxy-importer and antsibull-changelog: their pins do not resolve with the main toolchain's.
 GALAXY_VENV := .cache/venv-galaxy
 
-.PHONY: test venv galaxy-venv host image lint sanity unit integration molecule newest ee galaxy \
+.PHONY: test venv galaxy-venv host image lint sanity unit integration molecule newest ee galaxy controller-install \
 	lab lab-down build clean
 
 # Taken when make reads this file, before the prerequisites: run-all.sh reports the set-up time.
@@ -70,6 +70,10 @@ ee: venv host image
 # antsibull-changelog lint and galaxy-importer on the built tarball, offline.
 galaxy: galaxy-venv
 	tests/scripts/galaxy-check.sh
+
+# The README's controller install line in a fresh Ubuntu 24.04 container (tests/scripts/controller-install.sh).
+controller-install: host image
+	tests/scripts/controller-install.sh
 
 # make molecule S=harness runs one scenario; without S, all of them.
 molecule: venv host image

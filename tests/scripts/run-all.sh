@@ -53,6 +53,7 @@ add execution-environment tests/scripts/ee.sh
 add sanity tests/scripts/sanity.sh
 add collection-build collection_build
 add galaxy tests/scripts/galaxy-check.sh
+add controller-install tests/scripts/controller-install.sh
 for scenario in "$@"; do
   add "molecule-$scenario" molecule test -s "$scenario"
 done
