@@ -103,6 +103,12 @@ def test_unit_runs_the_rendered_ddtree_command_line(host):
     assert pairs["--config"] == SECRETS_FILE
 
 
+def test_the_server_runs_with_the_health_check_timeout_stated(host):
+    """/health waits this long for its generate; the gateway's probes wait longer (issue 38)."""
+    pid = host.check_output("systemctl show -p MainPID --value %s", UNIT)
+    assert "SGLANG_HEALTH_CHECK_TIMEOUT=20" in host.check_output("tr '\\0' '\\n' < /proc/%s/environ", pid).splitlines()
+
+
 def test_api_key_lives_only_in_the_secrets_file_of_root_and_the_server(host):
     assert API_KEY not in host.file(UNIT_PATH).content_string
     assert API_KEY not in host.file(ENV_FILE).content_string
