@@ -28,9 +28,12 @@ options:
     required: true
   settings:
     description: >-
-      C(discovery_file), C(policy), C(health_check_interval), C(health_failure_threshold),
-      C(retries), C(cb_failure_threshold), C(cb_timeout), C(request_timeout),
-      C(shutdown_grace), C(extra_args).
+      C(discovery_file), C(policy), C(health_check_interval), C(health_check_timeout),
+      C(replica_health_check_timeout), C(health_failure_threshold), C(retries),
+      C(cb_failure_threshold), C(cb_timeout), C(request_timeout), C(shutdown_grace), C(extra_args).
+      C(health_check_timeout) must exceed C(replica_health_check_timeout) (the replicas'
+      C(SGLANG_HEALTH_CHECK_TIMEOUT)), and C(health_check_interval) must be at least
+      C(health_check_timeout).
     type: dict
     required: true
 """
@@ -54,9 +57,10 @@ from ansible_collections.pro6000.inference.plugins.module_utils._inputs import s
 # Set by the role itself: a second value in extra_args would contradict it, or put a secret in argv.
 OWNED = ("--host", "--port", "--discovery-provider", "--discovery-file", "--worker-urls", "--api-key",
          "--tenant-api-key", "--control-plane-api-keys", "--prometheus-host", "--prometheus-port")
-# (setting, flag, lowest value)
+# (setting, flag, lowest value); the flags and their limits as `smg launch --help` of 1.13.0 gives them.
 NUMBERS = (
     ("health_check_interval", "--health-check-interval-secs", 1),
+    ("health_check_timeout", "--health-check-timeout-secs", 1),
     ("health_failure_threshold", "--health-failure-threshold", 1),
     ("retries", "--retry-max-retries", 1),
     ("cb_failure_threshold", "--cb-failure-threshold", 1),
@@ -66,8 +70,27 @@ NUMBERS = (
 )
 
 
+# What smg 1.13.0 waits for a probe when --health-check-timeout-secs is not given
+# (`smg launch --help`: "Timeout in seconds for health check requests ... (default: 5)").
+SMG_DEFAULT_HEALTH_CHECK_TIMEOUT = 5
+
+
 def _error(message):
     return AnsibleFilterError("sglang_gateway_argv: " + message)
+
+
+def _integer(settings, key, low):
+    """The setting as an integer of at least `low`, or None when unset."""
+    value = settings.get(key)
+    if value is None:
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise _error("%s must be an integer, got %r" % (key, value))
+    if number < low:
+        raise _error("%s must be at least %d, got %d" % (key, low, number))
+    return number
 
 
 def sglang_gateway_argv(gateway, settings):
@@ -89,16 +112,10 @@ def sglang_gateway_argv(gateway, settings):
             # wait between checks smg defaults to.
             "--worker-startup-check-interval", "1"]
     for key, flag, low in NUMBERS:
-        value = settings.get(key)
-        if value is None:
-            continue
-        try:
-            number = int(value)
-        except (TypeError, ValueError):
-            raise _error("%s must be an integer, got %r" % (key, value))
-        if number < low:
-            raise _error("%s must be at least %d, got %d" % (key, low, number))
-        argv += [flag, str(number)]
+        number = _integer(settings, key, low)
+        if number is not None:
+            argv += [flag, str(number)]
+    _check_probe_timing(settings)
     extra = [str(word) for word in settings.get("extra_args") or []]
     taken = [word for word in extra if word.split("=", 1)[0] in OWNED]
     if taken:
@@ -110,6 +127,23 @@ def sglang_gateway_argv(gateway, settings):
         raise _error("%s: a command line word holds a newline or another control character"
                      % ", ".join(repr(word) for word in multiline))
     return argv + extra
+
+
+def _check_probe_timing(settings):
+    """SGLang's /health runs a 1-token generate and waits up to SGLANG_HEALTH_CHECK_TIMEOUT
+    seconds for the scheduler (python/sglang/srt/entrypoints/http_server.py, health_generate,
+    0.5.23: default 20). A probe that gives up first counts a loaded replica as
+    failed, and a probe sent before the last one ended piles another generate onto it (SGLang
+    issue 35884, fixed by pull request 35896 after 0.5.23)."""
+    timeout = _integer(settings, "health_check_timeout", 1) or SMG_DEFAULT_HEALTH_CHECK_TIMEOUT
+    replica = _integer(settings, "replica_health_check_timeout", 1)
+    if replica is not None and timeout <= replica:
+        raise _error("health_check_timeout (%d s) must exceed the replicas' SGLANG_HEALTH_CHECK_TIMEOUT (%d s): "
+                     "a probe that gives up first drops a loaded replica" % (timeout, replica))
+    interval = _integer(settings, "health_check_interval", 1)
+    if interval is not None and interval < timeout:
+        raise _error("health_check_interval (%d s) must be at least health_check_timeout (%d s): probes would "
+                     "pile up on a loaded replica" % (interval, timeout))
 
 
 class FilterModule(object):

@@ -37,9 +37,11 @@ description:
   - "Mamba strategy under speculative decoding (SGLang issue 36537: the radix cache with
     C(extra_buffer) corrupts outputs of hybrid targets): unset, it renders C(extra_buffer_lazy)
     where the build accepts it with speculation (C(mamba_lazy_with_speculation) of the fact,
-    SGLang pull request 34763), else C(--disable-radix-cache); C(extra_buffer) or C(auto) with the
-    radix cache are refused unless O(_input.allow_mamba_extra_buffer); C(extra_buffer_lazy) on a
-    build that asserts against it is refused. The plan's C(mamba) says what and why."
+    SGLang pull request 34763) and the overlap scheduler runs, else C(--disable-radix-cache);
+    C(extra_buffer) or C(auto) with the radix cache are refused unless
+    O(_input.allow_mamba_extra_buffer); C(extra_buffer_lazy) on a build that asserts against it,
+    or with the overlap scheduler off (DDTree turns it off; SGLang asserts \"Lazy extra buffer
+    requires overlap schedule\"), is refused. The plan's C(mamba) says what and why."
   - "Drafter context: SGLang runs the drafter at the target's context and refuses to start when
     the drafter's checkpoint declares less, unless C(SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1);
     the plan's C(environment) carries it when the drafter's declared context is shorter or
@@ -553,6 +555,21 @@ def _served_model_name(wanted, target):
 CORRUPTING_STRATEGIES = ("extra_buffer", "auto")
 LAZY = "extra_buffer_lazy"
 DISABLE_RADIX_CACHE = "--disable-radix-cache"
+DISABLE_OVERLAP = "--disable-overlap-schedule"
+
+
+def _overlap_off(wanted, served):
+    """Why the overlap scheduler will be off, or None. extra_buffer_lazy needs it: SGLang asserts
+    "Lazy extra buffer requires overlap schedule (--disable-overlap-schedule is incompatible)" when
+    it sizes the KV cache, after the arguments passed (python/sglang/srt/mem_cache/
+    kv_cache_configurator.py, _calculate_mamba_ratio, 0.5.19 to 0.5.23; model_executor/
+    model_runner_kv_cache_mixin.py in 0.5.14). DDTree, which the build offers (the fact's ddtree:
+    pull request 29907's algorithm or the fork's flag), turns the overlap scheduler off."""
+    if served == "ddtree":
+        return "DDTree turns the overlap scheduler off"
+    if DISABLE_OVERLAP in [to_text(a).partition("=")[0] for a in wanted.get("extra_args") or []]:
+        return "extra_args turn the overlap scheduler off (%s)" % DISABLE_OVERLAP
+    return None
 
 
 def _mamba(wanted, build, served):
@@ -566,10 +583,17 @@ def _mamba(wanted, build, served):
                                  "which has no 'auto': set mamba_strategy extra_buffer" % build.version)
     radix_cache = DISABLE_RADIX_CACHE not in [to_text(a).partition("=")[0] for a in wanted.get("extra_args") or []]
     lazy_offered = LAZY in build.choices.get(flag or "", [])
+    overlap_off = _overlap_off(wanted, served)
     why = None
     argv = []
     if served != "none" and radix_cache and flag:
-        if strategy is None and lazy_offered and build.mamba_lazy:
+        if strategy is None and lazy_offered and build.mamba_lazy and overlap_off:
+            radix_cache = False
+            argv = build.flag(DISABLE_RADIX_CACHE, "turning the radix cache off")
+            why = ("radix cache off: extra_buffer_lazy needs the overlap scheduler and %s (SGLang asserts \"Lazy "
+                   "extra buffer requires overlap schedule\"), and extra_buffer with the radix cache corrupts "
+                   "outputs under speculative decoding (SGLang issue 36537)" % overlap_off)
+        elif strategy is None and lazy_offered and build.mamba_lazy:
             strategy = LAZY
             why = ("extra_buffer_lazy: keeps the radix cache without the output corruption of extra_buffer "
                    "under speculative decoding (SGLang issue 36537); SGLang %s accepts it with %s (pull "
@@ -599,6 +623,12 @@ def _mamba(wanted, build, served):
         elif strategy in CORRUPTING_STRATEGIES:
             why = ("%s kept by sglang_service_mamba_extra_buffer_override although it corrupts outputs "
                    "with the radix cache under speculative decoding (SGLang issue 36537)" % strategy)
+    # After the build's own validator (above): SGLang asserts this one later, when it sizes the cache.
+    if strategy == LAZY and radix_cache and overlap_off:
+        raise AnsibleFilterError(
+            "sglang_speculative_plan: mamba_strategy extra_buffer_lazy needs the overlap scheduler, and %s: SGLang "
+            "asserts \"Lazy extra buffer requires overlap schedule\" at start; leave sglang_service_mamba_strategy "
+            "empty (the role then turns the radix cache off)" % overlap_off)
     if strategy is not None:
         argv += build.value(flag or "--mamba-radix-cache-strategy", strategy, "the mamba strategy")
     return argv, {"strategy": strategy, "radix_cache": radix_cache, "why": why}

@@ -68,9 +68,10 @@ def gateway(port=30000, metrics_port=29000, metrics_host="127.0.0.1"):
 def settings(manifest, **override):
     found = {"discovery_file": str(manifest), "shutdown_grace": DEFAULTS["sglang_service_drain_timeout"],
              "extra_args": DEFAULTS["sglang_service_gateway_extra_args"]}
-    for key in ("policy", "health_check_interval", "health_failure_threshold", "retries", "cb_failure_threshold",
-                "cb_timeout", "request_timeout"):
+    for key in ("policy", "health_check_interval", "health_check_timeout", "health_failure_threshold", "retries",
+                "cb_failure_threshold", "cb_timeout", "request_timeout"):
         found[key] = DEFAULTS["sglang_service_gateway_" + key]
+    found["replica_health_check_timeout"] = DEFAULTS["sglang_service_health_check_timeout"]
     found.update(override)
     return found
 
@@ -191,9 +192,14 @@ def worker():
     server.shutdown()
 
 
-def launch(smg_python, tmp_path, workers, api_key=None, control_plane_key=None):
+# Probes of doubles that answer at once: often, within the filter's rules.
+QUICK_PROBES = {"health_check_interval": 1, "health_check_timeout": 1, "replica_health_check_timeout": None}
+
+
+def launch(smg_python, tmp_path, workers, api_key=None, control_plane_key=None, probes=None):
     """The role's launcher as its unit runs it: the inference key from its file, the control-plane
-    key on standard input (StandardInput=file:)."""
+    key on standard input (StandardInput=file:); `probes` the health-check settings (default
+    QUICK_PROBES)."""
     (tmp_path / "workers.json").write_text(json.dumps({"version": 1, "workers": [{"url": url} for url in workers]}))
     environment = dict(os.environ)
     if api_key:
@@ -202,7 +208,7 @@ def launch(smg_python, tmp_path, workers, api_key=None, control_plane_key=None):
     (tmp_path / "control-plane-key").write_text((control_plane_key or "") + "\n")
     port, metrics = free_port(), free_port()
     argv = sglang_gateway_argv(gateway(port, metrics), settings(tmp_path / "workers.json", shutdown_grace=0,
-                                                                health_check_interval=1))
+                                                                **(QUICK_PROBES if probes is None else probes)))
     with open(tmp_path / "control-plane-key", "rb") as stdin, open(tmp_path / "log", "wb") as log:
         server = subprocess.Popen([smg_python, str(LAUNCHER)] + argv, env=environment, stdin=stdin,
                                   stdout=log, stderr=subprocess.STDOUT)
@@ -305,3 +311,118 @@ def test_the_reads_smg_answers_to_anyone_are_exactly_the_documented_ones(smg_pyt
             [(path, 200) for path in ANONYMOUS_READS] + [(path, 401) for path in FORWARDED_READS])
     finally:
         stop(server)
+
+
+# ---- health probes of loaded replicas (issue 38, item 3) ------------------------------------
+
+DOUBLE = REPO / "tests" / "fixtures" / "sglang_double" / "python"
+# The SGLang double's opt-in busy scheduler: under load its /health answers after this long, as
+# SGLang's health_generate does when its 1-token generate waits behind the scheduler.
+HEALTH_DELAY_UNDER_LOAD = 10
+UNDER_LOAD_ANSWERED = "Health check under load answered"
+
+
+def workers_seen(url):
+    """{url: is_healthy} of the gateway's /workers (the control plane's key)."""
+    request = urllib.request.Request(url + "/workers", headers={"Authorization": "Bearer " + CONTROL_KEY})
+    with urllib.request.urlopen(request, timeout=5) as answer:
+        return {worker["url"]: worker["is_healthy"] for worker in json.load(answer)["workers"]}
+
+
+@pytest.fixture
+def loaded_replicas(tmp_path):
+    """Two SGLang doubles as the role's units start them (SGLANG_HEALTH_CHECK_TIMEOUT from the
+    role's default) whose /health takes HEALTH_DELAY_UNDER_LOAD seconds while they generate;
+    `load()` starts back-to-back generations on each until the test ends. Yields (urls, logs, load)."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+                                                   "max_position_embeddings": 32768}))
+    environment = dict(os.environ, PYTHONPATH=str(DOUBLE), SGLANG_DOUBLE_STARTUP_S="0.2",
+                       SGLANG_DOUBLE_HEALTH_DELAY_UNDER_LOAD=str(HEALTH_DELAY_UNDER_LOAD),
+                       SGLANG_HEALTH_CHECK_TIMEOUT=str(DEFAULTS["sglang_service_health_check_timeout"]))
+    servers, urls, logs = [], [], []
+    stopped = threading.Event()
+    for index in range(2):
+        port = free_port()
+        logs.append(tmp_path / ("replica-%d.log" % index))
+        with open(logs[-1], "wb") as log:
+            servers.append(subprocess.Popen([sys.executable, "-m", "sglang.launch_server", "--model-path", str(model),
+                                             "--port", str(port)], env=environment, stdout=log,
+                                            stderr=subprocess.STDOUT))
+        urls.append("http://127.0.0.1:%d" % port)
+
+    def generate_until_stopped(url):
+        # About 10 s each at the double's 20 ms a token.
+        body = json.dumps({"text": "hello", "sampling_params": {"max_new_tokens": 500, "ignore_eos": True}}).encode()
+        while not stopped.is_set():
+            request = urllib.request.Request(url + "/generate", data=body, headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(request, timeout=60) as answer:
+                    answer.read()
+            except OSError:
+                time.sleep(0.1)  # the double is going away at the end of the test
+
+    def load():
+        for url in urls:
+            threading.Thread(target=generate_until_stopped, args=(url,), daemon=True).start()
+
+    try:
+        deadline = time.monotonic() + 30
+        for url in urls:
+            while status(url + "/health") != 200:
+                assert time.monotonic() < deadline, "the double did not start"
+                time.sleep(0.2)
+        yield urls, logs, load
+    finally:
+        stopped.set()
+        for server in servers:
+            server.terminate()
+            server.wait(timeout=30)
+
+
+def probes_answered(log):
+    return log.read_text().count(UNDER_LOAD_ANSWERED)
+
+
+def watch(smg_python, tmp_path, loaded_replicas, probes, until):
+    """Starts the gateway with `probes` in front of the loaded replicas, then reads /workers once
+    a second until `until(seconds, logs, readings)`; returns the readings as [(seconds, {url: is_healthy})]."""
+    urls, logs, load = loaded_replicas
+    server, url = launch(smg_python, tmp_path, urls, control_plane_key=CONTROL_KEY, probes=probes)
+    readings = []
+    try:
+        wait_until_routed(server, url)
+        load()
+        started = time.monotonic()
+        while not until(time.monotonic() - started, logs, readings):
+            readings.append((round(time.monotonic() - started), workers_seen(url)))
+            time.sleep(1)
+    finally:
+        stop(server)
+    return readings
+
+
+def test_the_rendered_probes_keep_every_loaded_replica(smg_python, tmp_path, loaded_replicas):
+    """With the role's defaults (the gateway waits longer than SGLANG_HEALTH_CHECK_TIMEOUT and
+    probes no more often than it waits), a replica whose /health takes 10 s under load stays in
+    the gateway through two probes of each replica, which failed ones would have dropped it after
+    (health_failure_threshold)."""
+    threshold = DEFAULTS["sglang_service_gateway_health_failure_threshold"]
+    window = (threshold + 1) * DEFAULTS["sglang_service_gateway_health_check_interval"] + 2 * HEALTH_DELAY_UNDER_LOAD
+    readings = watch(smg_python, tmp_path, loaded_replicas, {},
+                     lambda seconds, logs, _readings: seconds > window or min(map(probes_answered, logs)) >= threshold)
+    urls = loaded_replicas[0]
+    assert min(map(probes_answered, loaded_replicas[1])) >= threshold, "the gateway did not probe each replica twice"
+    dropped = [(seconds, seen) for seconds, seen in readings if seen != {url: True for url in urls}]
+    assert not dropped, dropped
+
+
+def test_smgs_default_probe_timeout_drops_a_loaded_replica(smg_python, tmp_path, loaded_replicas):
+    """What the role rendered before: smg's default 5 s probe timeout (no --health-check-timeout-secs)
+    every 5 s. The same loaded replicas leave the gateway: the check above can fail."""
+    everyone = {url: True for url in loaded_replicas[0]}
+    readings = watch(smg_python, tmp_path, loaded_replicas,
+                     {"health_check_interval": 5, "health_check_timeout": None, "replica_health_check_timeout": None},
+                     lambda seconds, _logs, readings: seconds > 60 or any(seen != everyone for _s, seen in readings))
+    assert any(seen != everyone for _seconds, seen in readings), readings

@@ -50,10 +50,11 @@ def test_the_fact_records_what_the_server_serves(host):
     fact = host.file("/etc/ansible/facts.d/sglang_service.fact")
     assert fact.mode == 0o644 and API_KEY not in fact.content_string
     record = json.loads(fact.content_string)
-    # The plan's decisions for correctness: 0.5.23 takes extra_buffer_lazy with DDTREE, and no
-    # model_weights record says what context this scenario's drafter declares.
+    # The plan's decisions for correctness: DDTree turns the overlap scheduler off, which
+    # extra_buffer_lazy needs (issue 38), so the radix cache is off; and no model_weights record
+    # says what context this scenario's drafter declares.
     mamba = record.pop("mamba")
-    assert (mamba["strategy"], mamba["radix_cache"]) == ("extra_buffer_lazy", True)
+    assert (mamba["strategy"], mamba["radix_cache"]) == (None, False)
     assert record.pop("drafter_context") == {"drafter": None, "served": None, "overwrite": True}
     assert record == {
         "url": "http://127.0.0.1:30000", "unit": UNIT, "algorithm": "ddtree", "wanted_algorithm": "ddtree",
@@ -98,9 +99,16 @@ def test_unit_runs_the_rendered_ddtree_command_line(host):
     assert pairs["--speculative-num-draft-tokens"] == "8"
     assert pairs["--served-model-name"] == "Qwen3.6-27B"
     assert pairs["--speculative-ddtree-budget"] == "7"
+    assert "--disable-radix-cache" in words and "--mamba-radix-cache-strategy" not in words
     assert pairs["--host"] == "127.0.0.1"
     assert "--api-key" not in pairs
     assert pairs["--config"] == SECRETS_FILE
+
+
+def test_the_server_runs_with_the_health_check_timeout_stated(host):
+    """/health waits this long for its generate; the gateway's probes wait longer (issue 38)."""
+    pid = host.check_output("systemctl show -p MainPID --value %s", UNIT)
+    assert "SGLANG_HEALTH_CHECK_TIMEOUT=20" in host.check_output("tr '\\0' '\\n' < /proc/%s/environ", pid).splitlines()
 
 
 def test_api_key_lives_only_in_the_secrets_file_of_root_and_the_server(host):

@@ -1,9 +1,11 @@
 """sglang_replica_plan: GPUs in PCI order into replicas, the gateway, the record, the migration
 from one unit; and sglang_gateway_argv's own checks (its flags meet smg's real parser in
 tests/integration/test_gateway_argv_real_parser.py)."""
+import pathlib
 import re
 
 import pytest
+import yaml
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.pro6000.inference.plugins.filter.sglang_gateway_argv import sglang_gateway_argv
@@ -12,6 +14,7 @@ from ansible_collections.pro6000.inference.plugins.filter.sglang_replica_plan im
     sglang_replica_plan,
 )
 
+ROLE = pathlib.Path(__file__).resolve().parents[4] / "roles" / "sglang_service"
 # nvidia-smi lists GPUs in its own order; the plan must sort them by PCI bus id.
 BUSES = ["00000000:C1:00.0", "00000000:01:00.0", "00000000:81:00.0", "00000000:41:00.0"]
 GPUS = [{"index": i, "uuid": "GPU-%d" % i, "pci_bus_id": bus} for i, bus in enumerate(BUSES)]
@@ -159,7 +162,8 @@ def test_the_filter_is_registered():
 
 
 SETTINGS = {"discovery_file": "/etc/sglang-qwen/gateway/workers.json", "policy": "cache_aware",
-            "health_check_interval": 5, "health_failure_threshold": 2, "retries": 3, "cb_failure_threshold": 5,
+            "health_check_interval": 30, "health_check_timeout": 30, "replica_health_check_timeout": 20,
+            "health_failure_threshold": 2, "retries": 3, "cb_failure_threshold": 5,
             "cb_timeout": 30, "request_timeout": 3600, "shutdown_grace": 600, "extra_args": []}
 
 
@@ -176,6 +180,24 @@ def test_gateway_argv_names_the_manifest_metrics_and_timeouts():
     assert remote[remote.index("--prometheus-host") + 1] == "0.0.0.0" and remote.count("--prometheus-host") == 1
 
 
+def test_gateway_probes_wait_longer_than_sglangs_health_check_and_never_overlap():
+    argv = sglang_gateway_argv(plan()["gateway"], SETTINGS)
+    flags = dict(zip(argv, argv[1:]))
+    assert flags["--health-check-timeout-secs"] == "30" and flags["--health-check-interval-secs"] == "30"
+    assert flags["--health-check-endpoint"] == "/health"
+    # The role hands its variables to the filter, and its defaults obey the same rules (the
+    # integration test runs them against real smg); the replicas' units carry the variable.
+    settings = yaml.safe_load((ROLE / "vars" / "main.yml").read_text())["__sglang_service_gateway_settings"]
+    assert settings["health_check_timeout"] == "{{ sglang_service_gateway_health_check_timeout }}"
+    assert settings["replica_health_check_timeout"] == "{{ sglang_service_health_check_timeout }}"
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    assert (defaults["sglang_service_gateway_health_check_interval"]
+            >= defaults["sglang_service_gateway_health_check_timeout"]
+            > defaults["sglang_service_health_check_timeout"])
+    assert ("Environment=SGLANG_HEALTH_CHECK_TIMEOUT={{ sglang_service_health_check_timeout | int }}\n"
+            in (ROLE / "templates" / "sglang.service.j2").read_text())
+
+
 @pytest.mark.parametrize("change, message", [
     ({"extra_args": ["--api-key", "k"]}, "must not set --api-key"),
     ({"extra_args": ["--port=1"]}, "must not set --port=1"),
@@ -183,6 +205,12 @@ def test_gateway_argv_names_the_manifest_metrics_and_timeouts():
     ({"retries": 0}, "retries must be at least 1"),
     ({"request_timeout": "long"}, "request_timeout must be an integer"),
     ({"discovery_file": ""}, "need discovery_file"),
+    # SGLang's /health may take SGLANG_HEALTH_CHECK_TIMEOUT: a probe giving up first drops a busy replica.
+    ({"health_check_timeout": 20}, "health_check_timeout (20 s) must exceed the replicas' SGLANG_HEALTH_CHECK_TIMEOUT (20 s)"),
+    ({"health_check_timeout": None}, "health_check_timeout (5 s) must exceed"),  # smg's default
+    ({"health_check_interval": 29}, "health_check_interval (29 s) must be at least health_check_timeout (30 s)"),
+    ({"health_check_timeout": "slow"}, "health_check_timeout must be an integer"),
+    ({"replica_health_check_timeout": 0}, "replica_health_check_timeout must be at least 1"),
 ])
 def test_gateway_settings_that_cannot_work_are_refused(change, message):
     with pytest.raises(AnsibleFilterError, match=re.escape(message)):

@@ -2,6 +2,7 @@
 objects of real releases (tests/fixtures/sglang_parser/) and of the test double's profiles."""
 import json
 import pathlib
+import subprocess
 import sys
 
 import pytest
@@ -26,6 +27,7 @@ DOUBLE = ("v0.5.13", "v0.5.23", "ddtree-pr29907", "fork-ddtree-flag")
 LAZY_WITH_SPECULATION = ("0.5.19", "0.5.21", "0.5.23", "v0.5.23", "ddtree-pr29907", "fork-ddtree-flag")
 LAZY_REFUSED = ("0.5.14", "v0.5.13")
 DRAFTER = {"path": "/srv/models/Qwen3.6-27B-DFlash", "dflash": {"block_size": 16}}
+LAZY = "extra_buffer_lazy"
 
 
 @pytest.fixture(scope="module")
@@ -250,17 +252,72 @@ def test_mamba_auto_needs_the_new_flag(facts):
         sglang_argv(wanted(mamba_strategy="everything", algorithm="none"), facts["0.5.23"], DRAFTER)
 
 
-@pytest.mark.parametrize("algorithm", ["dflash", "ddtree"])
 @pytest.mark.parametrize("build", LAZY_WITH_SPECULATION)
-def test_speculation_gets_extra_buffer_lazy_where_the_build_takes_it(facts, build, algorithm):
-    if algorithm == "ddtree" and not facts[build]["ddtree"]:
-        return  # no DDTree on this build: covered by the DFLASH case
-    plan = sglang_speculative_plan(wanted(algorithm=algorithm), facts[build], DRAFTER)
+def test_speculation_gets_extra_buffer_lazy_where_the_build_takes_it(facts, build):
+    plan = sglang_speculative_plan(wanted(), facts[build], DRAFTER)
     assert pairs(plan["argv"])["--mamba-radix-cache-strategy"] == "extra_buffer_lazy"
     assert "--disable-radix-cache" not in plan["argv"]
     assert plan["mamba"]["strategy"] == "extra_buffer_lazy" and plan["mamba"]["radix_cache"] is True
     assert "issue 36537" in plan["mamba"]["why"] and "pull request 34763" in plan["mamba"]["why"]
     assert_all_accepted(plan["argv"], facts[build])
+
+
+def double_starts(site, plan, argv=None):
+    """The double's start-up rules at the profile laid out at `site` (its parser, then
+    resolve_server_args, where SGLang's asserts end a start) on the plan's argv (or `argv`) and
+    environment, as the unit starts it: the finished process."""
+    code = ("import json, sys\n"
+            "from sglang.srt.double_profiles import current_profile\n"
+            "from sglang.srt.server_args import build_parser, resolve_server_args\n"
+            "profile = current_profile()\n"
+            "resolve_server_args(build_parser(profile).parse_args(json.loads(sys.argv[1])), profile,\n"
+            "                    json.loads(sys.argv[2]))\n")
+    return subprocess.run([sys.executable, "-c", code, json.dumps(argv or plan["argv"]), json.dumps(plan["environment"])],
+                          capture_output=True, text=True,
+                          env={"PYTHONPATH": str(site), "PYTHONWARNINGS": "ignore"}, check=False)
+
+
+@pytest.fixture(name="hybrid_models")
+def fixture_hybrid_models(tmp_path):
+    """A hybrid (mamba-layer) target and its drafter, as the double reads them."""
+    target, drafter = tmp_path / "Qwen3.6-27B", tmp_path / "Qwen3.6-27B-DFlash"
+    target.mkdir()
+    drafter.mkdir()
+    (target / "config.json").write_text(json.dumps({"architectures": ["Qwen3_5ForConditionalGeneration"],
+                                                    "model_type": "qwen3_5", "max_position_embeddings": 262144}))
+    (drafter / "config.json").write_text(json.dumps({"block_size": 16, "dflash_config": {"block_size": 16}}))
+    return {"model_path": str(target), "draft_model_path": str(drafter)}
+
+
+# issue 38: extra_buffer_lazy needs the overlap scheduler, which DDTree turns off.
+@pytest.mark.parametrize("build", ("ddtree-pr29907", "ddtree-pr29907-b32", "fork-ddtree-flag"))
+def test_ddtree_serves_without_the_radix_cache_rather_than_lazy(facts, build, hybrid_models, tmp_path):
+    site = double.install(build, tmp_path)
+    plan = sglang_speculative_plan(wanted(algorithm="ddtree", **hybrid_models), facts[build], DRAFTER)
+    flags = pairs(plan["argv"])
+    assert plan["algorithm"] == "ddtree" and flags["--disable-radix-cache"] is True
+    assert "--mamba-radix-cache-strategy" not in flags
+    assert plan["mamba"] == {"strategy": None, "radix_cache": False, "why": plan["mamba"]["why"]}
+    assert "DDTree turns the overlap scheduler off" in plan["mamba"]["why"]
+    started = double_starts(site, plan)
+    assert started.returncode == 0, started.stderr
+    # What the plan rendered before: the double, like SGLang, asserts when it sizes the cache.
+    lazy = [a for a in plan["argv"] if a != "--disable-radix-cache"] + ["--mamba-radix-cache-strategy", LAZY]
+    refused = double_starts(site, plan, lazy)
+    assert "AssertionError: Lazy extra buffer requires overlap schedule" in refused.stderr
+    with pytest.raises(AnsibleFilterError, match="extra_buffer_lazy needs the overlap scheduler, and DDTree turns"):
+        sglang_speculative_plan(wanted(algorithm="ddtree", mamba_strategy=LAZY), facts[build], DRAFTER)
+
+
+def test_an_overlap_scheduler_turned_off_by_hand_keeps_lazy_out(facts, hybrid_models, tmp_path):
+    site = double.install("v0.5.23", tmp_path)
+    config = wanted(extra_args=["--disable-overlap-schedule"], **hybrid_models)
+    plan = sglang_speculative_plan(config, facts["v0.5.23"], DRAFTER)
+    assert pairs(plan["argv"])["--disable-radix-cache"] is True and "extra_args turn" in plan["mamba"]["why"]
+    assert double_starts(site, plan).returncode == 0
+    for algorithm in ("dflash", "none"):
+        with pytest.raises(AnsibleFilterError, match="extra_buffer_lazy needs the overlap scheduler"):
+            sglang_speculative_plan(dict(config, algorithm=algorithm, mamba_strategy=LAZY), facts["v0.5.23"], DRAFTER)
 
 
 @pytest.mark.parametrize("build, algorithm", [(b, "dflash") for b in LAZY_REFUSED] + [("ddtree-pr29907-early", "ddtree")])
