@@ -127,6 +127,22 @@ def _job(name, targets, scheme="http", path="/metrics"):
     return {"job_name": name, "scheme": scheme, "metrics_path": path, "static_configs": targets}
 
 
+def scrape_hosts(names, hostvars):
+    """The inference hosts as prometheus_scrape_configs takes them, from the play's ``hostvars``.
+
+    Each: ``host``; ``address``, its host variable monitoring_scrape_address, else ansible_host,
+    else its name; ``exporters`` and ``service``, what roles metrics_exporters and sglang_service
+    recorded (ansible_local), empty where a host has no such record yet."""
+    hosts = []
+    for name in names:
+        host_vars = hostvars[name]
+        recorded = (host_vars.get("ansible_facts") or {}).get("ansible_local") or {}
+        address = host_vars.get("monitoring_scrape_address", host_vars.get("ansible_host", name))
+        hosts.append({"host": name, "address": address, "exporters": recorded.get("metrics_exporters", {}),
+                      "service": recorded.get("sglang_service", {})})
+    return hosts
+
+
 def prometheus_scrape_configs(hosts):
     """Scrape jobs from each host's recorded facts.
 
