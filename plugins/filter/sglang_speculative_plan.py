@@ -153,6 +153,8 @@ options:
         description:
           - Further arguments, appended as given; each flag must exist in the build and must
             not repeat one rendered from the settings above.
+          - C(--enable-mixed-chunk) is refused unless O(target) is recorded with a C(model_type)
+            that is not hybrid (linear-attention layers, as Qwen3.6's C(qwen3_5)), after SGLang issue 39342.
         type: list
         elements: str
   sglang:
@@ -171,7 +173,8 @@ options:
     description:
       - The target entry of the C(model_weights) fact; its C(context_length) is the context the
         target declares (the served one unless O(_input.context_length) is set), its C(repo_id)
-        names what is served when O(_input.served_model_name) is empty. Unchecked when omitted.
+        names what is served when O(_input.served_model_name) is empty, its C(model_type) whether
+        it is hybrid. Unchecked when omitted.
     type: dict
 author:
   - pro6000.inference developers (@pro6000)
@@ -519,6 +522,7 @@ def sglang_speculative_plan(wanted, sglang, drafter=None, target=None):
     if wanted.get("enable_metrics"):
         argv += build.flag("--enable-metrics", "metrics")
     argv += _extra_args(wanted.get("extra_args") or [], build, set(a for a in argv if a.startswith("--")))
+    _refuse_mixed_chunk_on_hybrid(argv, target)
     # Each word becomes part of a unit's ExecStart: a newline there would be a line of its own.
     multiline = [word for word in argv if not single_line(word)]
     if multiline:
@@ -667,6 +671,30 @@ def _drafter_context(wanted, served, drafter, target):
     overwrite = declared is None or served_context is None or declared < served_context
     return ({OVERWRITE_CONTEXT: "1"} if overwrite else {},
             {"drafter": declared, "served": served_context, "overwrite": overwrite})
+
+
+# model_type of the targets SGLang 0.5.23 serves with linear-attention (Gated-DeltaNet, mamba)
+# layers beside attention: the config classes of hybrid_gdn_config and mamba2_config
+# (python/sglang/srt/configs/hybrid_arch.py), Qwen3.6's qwen3_5 among them.
+HYBRID_MODEL_TYPES = frozenset((
+    "qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "jet_vlm",
+    "nemotron_h", "falcon_h1", "mamba", "mamba2", "falcon_mamba", "zaya", "granitemoehybrid"))
+MIXED_CHUNK = "--enable-mixed-chunk"
+
+
+def _refuse_mixed_chunk_on_hybrid(argv, target):
+    """Mixed chunked prefill on a hybrid target: SGLang issue 39342 (0.5.23 keeps it on with DFLASH,
+    speculative_hook.py / spec_info.supports_mixed_chunk). Only a target recorded as not hybrid
+    may have it; the role itself never renders it."""
+    if MIXED_CHUNK not in [to_text(word).partition("=")[0] for word in argv]:
+        return
+    model_type = to_text((target or {}).get("model_type") or "")
+    if not model_type or model_type in HYBRID_MODEL_TYPES:
+        raise AnsibleFilterError(
+            "sglang_speculative_plan: extra_args holds %s, which breaks hybrid (linear-attention) targets "
+            "(SGLang issue 39342); the target %s: remove it from sglang_service_extra_args (extra_args)"
+            % (MIXED_CHUNK, "is one (model_type %s)" % model_type if model_type
+               else "has no model_weights record saying it is not one"))
 
 
 def _extra_args(extra, build, rendered):

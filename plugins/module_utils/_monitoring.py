@@ -89,6 +89,7 @@ def smoke_textfile(result, weights_mount=None):
             floor = gate.get("floor")
             if isinstance(floor, (int, float)) and not isinstance(floor, bool) and floor > 0:
                 lines += _sample(metric + "_floor", floor, "Smoke gate floor: %s." % helps[metric])
+        lines += _tokens_per_verify(result.get("acceptance"))
         finished = result.get("finished_at") or result.get("started_at")
         if result.get("started_at"):
             stamp = datetime.datetime.fromisoformat(str(finished).replace("Z", "+00:00")).timestamp()
@@ -97,6 +98,22 @@ def smoke_textfile(result, weights_mount=None):
         lines += _sample("weights_directory_info", 1, "The weights directory and the mount point that holds it.",
                          {"path": weights_mount["path"], "mountpoint": weights_mount["mountpoint"]})
     return "\n".join(lines) + "\n" if lines else ""
+
+
+def _tokens_per_verify(acceptance):
+    """The smoke's acceptance as SGLang's counters count it: the baseline of the acceptance alerts.
+
+    SGLang adds each finished request's completion_tokens to sglang:generation_tokens_total and
+    its spec_verify_ct to sglang:spec_verify_calls_total (0.5.23,
+    TokenizerMetricsCollector.observe_one_finished_request), so the prefill's first token of each
+    request is in the tokens, unlike the gated acceptance_length (which leaves it out)."""
+    acceptance = acceptance if isinstance(acceptance, dict) else {}
+    tokens, steps = acceptance.get("completion_tokens"), acceptance.get("spec_verify_ct")
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in (tokens, steps)):
+        return []
+    return _sample("tokens_per_verify", tokens / float(steps),
+                   "Last smoke benchmark: completion tokens per verify step, the prefill's token included "
+                   "(what sglang:generation_tokens_total / sglang:spec_verify_calls_total count).")
 
 
 def _retarget(url, address):
@@ -108,6 +125,22 @@ def _retarget(url, address):
 
 def _job(name, targets, scheme="http", path="/metrics"):
     return {"job_name": name, "scheme": scheme, "metrics_path": path, "static_configs": targets}
+
+
+def scrape_hosts(names, hostvars):
+    """The inference hosts as prometheus_scrape_configs takes them, from the play's ``hostvars``.
+
+    Each: ``host``; ``address``, its host variable monitoring_scrape_address, else ansible_host,
+    else its name; ``exporters`` and ``service``, what roles metrics_exporters and sglang_service
+    recorded (ansible_local), empty where a host has no such record yet."""
+    hosts = []
+    for name in names:
+        host_vars = hostvars[name]
+        recorded = (host_vars.get("ansible_facts") or {}).get("ansible_local") or {}
+        address = host_vars.get("monitoring_scrape_address", host_vars.get("ansible_host", name))
+        hosts.append({"host": name, "address": address, "exporters": recorded.get("metrics_exporters", {}),
+                      "service": recorded.get("sglang_service", {})})
+    return hosts
 
 
 def prometheus_scrape_configs(hosts):

@@ -97,4 +97,4 @@ def test_promtool_unit_tests_pass(rendered):
     run = subprocess.run([promtool(), "test", "rules", "alerts.test.yml"], capture_output=True, text=True, check=False,
                          cwd=rendered)
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
-    assert "SUCCESS" in run.stdout and len(names) == 16
+    assert "SUCCESS" in run.stdout and len(names) == 17

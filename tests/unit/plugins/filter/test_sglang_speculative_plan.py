@@ -427,6 +427,38 @@ def test_a_context_above_the_targets_is_refused(facts):
         sglang_argv(wanted(context_length=300000), facts["0.5.23"], DRAFTER, TARGET)
 
 
+# Issue 38 item 5: never --enable-mixed-chunk on a hybrid target (SGLang issue 39342).
+HYBRID_TARGET = dict(TARGET, model_type="qwen3_5", architectures=["Qwen3_5ForConditionalGeneration"])
+
+
+@pytest.mark.parametrize("build, algorithm", [(build, "none") for build in REAL + DOUBLE]
+                         + [(build, "dflash") for build in DFLASH_ONLY + DOUBLE[2:]]
+                         + [(build, "ddtree") for build in DOUBLE[2:]])
+def test_the_role_never_renders_mixed_chunk(facts, build, algorithm):
+    plan = sglang_speculative_plan(wanted(algorithm=algorithm, enable_metrics=True), facts[build], DRAFTER,
+                                   HYBRID_TARGET)
+    assert not [word for word in plan["argv"] if word.startswith("--enable-mixed-chunk")]
+
+
+@pytest.mark.parametrize("extra", [["--enable-mixed-chunk"], ["--enable-mixed-chunk=true"]])
+@pytest.mark.parametrize("target, why", [
+    (HYBRID_TARGET, "is one \\(model_type qwen3_5\\)"),
+    (dict(TARGET, model_type="qwen3_next"), "is one \\(model_type qwen3_next\\)"),
+    # No record (another model path): it may be hybrid.
+    (None, "has no model_weights record"),
+    (TARGET, "has no model_weights record"),
+])
+def test_mixed_chunk_on_a_hybrid_or_unknown_target_is_refused(facts, extra, target, why):
+    with pytest.raises(AnsibleFilterError, match="enable-mixed-chunk.*issue 39342.*" + why):
+        sglang_speculative_plan(wanted(extra_args=extra), facts["0.5.23"], DRAFTER, target)
+
+
+def test_mixed_chunk_on_a_target_recorded_as_not_hybrid_is_passed_on(facts):
+    target = dict(TARGET, model_type="qwen3", architectures=["Qwen3ForCausalLM"])
+    argv = sglang_argv(wanted(extra_args=["--enable-mixed-chunk"]), facts["0.5.23"], DRAFTER, target)
+    assert argv[-1] == "--enable-mixed-chunk"
+
+
 def test_tensor_parallel_within_the_gpus(facts):
     flags = pairs(sglang_argv(wanted(tensor_parallel_size=2, gpu_count=2), facts["0.5.23"], DRAFTER))
     assert flags["--tp-size"] == "2"

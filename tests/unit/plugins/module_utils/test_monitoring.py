@@ -19,6 +19,9 @@ BENCH = {
         {"name": "output_tps_c4", "value": 1500.5, "floor": 800, "passed": True},
         {"name": "acceptance_length", "value": 11.0, "floor": 8, "passed": True},
     ],
+    # 8 requests of 1 + 8 x 11 tokens: acceptance_length leaves the prefill's token out, the
+    # counters' ratio does not (89 / 8).
+    "acceptance": {"value": 11.0, "completion_tokens": 712, "prefill_tokens": 8, "spec_verify_ct": 64},
 }
 
 
@@ -55,6 +58,7 @@ def test_the_smoke_textfile_carries_figures_and_floors():
         "pro6000_smoke_decode_tps": 392.1, "pro6000_smoke_decode_tps_floor": 250.0,
         "pro6000_smoke_output_tps": 1500.5, "pro6000_smoke_output_tps_floor": 800.0,
         "pro6000_smoke_acceptance_length": 11.0, "pro6000_smoke_acceptance_length_floor": 8.0,
+        "pro6000_smoke_tokens_per_verify": 11.125,
         "pro6000_smoke_timestamp_seconds": 1796119230.0,
         'pro6000_smoke_weights_directory_info{mountpoint="/srv",path="/srv/models"}': 1.0,
     }
@@ -70,6 +74,15 @@ def test_a_failed_gate_and_an_unset_floor():
     text = monitoring.smoke_textfile(bench)
     assert "pro6000_smoke_passed 0.0" in text
     assert "pro6000_smoke_acceptance_length 11.0" in text and "acceptance_length_floor" not in text
+
+
+@pytest.mark.parametrize("acceptance", [
+    None, {"value": None, "completion_tokens": 0, "spec_verify_ct": 0},
+    {"completion_tokens": 712, "spec_verify_ct": 0}, {"completion_tokens": 712, "spec_verify_ct": True}])
+def test_no_verify_steps_no_baseline(acceptance):
+    # Not speculating, or no answer carried spec_verify_ct: no baseline, so no acceptance alert.
+    bench = dict(BENCH, acceptance=acceptance)
+    assert "tokens_per_verify" not in monitoring.smoke_textfile(bench)
 
 
 def test_no_result_and_no_mount_writes_nothing():
