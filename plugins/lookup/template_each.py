@@ -10,7 +10,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: template_each
 author:
-  - contributors to pro6000.inference
+  - pro6000.inference developers (@pro6000)
 short_description: Render the same templates once for each item of a list
 version_added: 0.1.0
 description:

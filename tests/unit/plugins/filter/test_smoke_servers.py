@@ -15,8 +15,8 @@ LAYOUT = {"tensor_parallel_size": 1, "gpus": [], "replicas": 0, "gateway": "auto
 SERVES = {"argv": ["--model-path", "/m"], "algorithm": "dflash", "model_path": "/m"}
 
 
-def record(gpus=GPUS, **layout):
-    return sglang_replica_plan(gpus, dict(LAYOUT, **layout), SERVES, None)["record"]
+def record():
+    return sglang_replica_plan(GPUS, LAYOUT, SERVES, None)["record"]
 
 
 def test_each_recorded_replica_then_the_gateway():
