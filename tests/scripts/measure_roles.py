@@ -57,14 +57,15 @@ def _walk(node, key=None):
 
 
 def yaml_expressions(path):
-    """(line, expression) for each Jinja expression in a YAML file: each {{ }} / {% %} block of
-    a string, and each bare conditional (when, that, until, changed_when, failed_when)."""
+    """(line, Jinja) for each YAML string value that holds Jinja: all its {{ }} / {% %} blocks,
+    each squashed, end to end (the prose between them is not Jinja and does not count), so that
+    a program split into many short blocks is measured whole; a bare conditional (when, that,
+    until, changed_when, failed_when) counts whole."""
     data = yaml.load(path.read_text(), Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
     for key, value in _walk(data):
         blocks = BLOCK.findall(value)
         if blocks:
-            for block in blocks:
-                yield value.line, _squash(block)
+            yield value.line, "".join(_squash(block) for block in blocks)
         elif key in CONDITIONAL_KEYS:
             yield value.line, _squash(value)
 
@@ -76,6 +77,11 @@ def template_expressions(path):
 
 
 def jinja_files(root=ROOT):
+    """Each file that holds Jinja and the reader that measures it: YAML per value, templates
+    per block (a template is a file of prose and blocks, not one value)."""
+    playbooks = root / "playbooks"
+    for path in sorted([*playbooks.glob("*.yml"), *playbooks.glob("tasks/**/*.yml")]):
+        yield path, yaml_expressions
     roles = root / "roles"
     for path in sorted(roles.glob("*/*/**/*")):
         if not path.is_file():
@@ -90,7 +96,8 @@ def jinja_files(root=ROOT):
 
 
 def jinja_expressions(root=ROOT):
-    """(path relative to root, line, expression) for every Jinja expression in roles/."""
+    """(path relative to root, line, Jinja) for every YAML value and template block in roles/ and
+    playbooks/."""
     for path, reader in jinja_files(root):
         for line, expression in reader(path):
             yield path.relative_to(root), line, expression
@@ -158,7 +165,7 @@ def main(argv=None):
                                                sum(r["task_files"] for r in rows), tl,
                                                sum(r["tasks"] for r in rows), tp, tp / max(tl, 1)))
     expressions = sorted(jinja_expressions(root), key=lambda e: -len(e[2]))
-    print("\nlongest Jinja expressions (characters, whitespace runs as one):")
+    print("\nlongest Jinja per YAML value / template block (characters, whitespace runs as one):")
     for path, line, expression in expressions[:args.top]:
         print("%5d  %s:%d" % (len(expression), path, line))
     print("over 200: %d" % sum(1 for e in expressions if len(e[2]) > 200))
