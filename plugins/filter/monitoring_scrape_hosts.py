@@ -33,9 +33,9 @@ author:
 """
 
 EXAMPLES = r"""
-- name: Work out what Prometheus scrapes
+- name: List the inference hosts with the address and the records Prometheus scrapes them by
   ansible.builtin.set_fact:
-    jobs: "{{ groups['pro6000'] | pro6000.inference.monitoring_scrape_hosts(hostvars) | pro6000.inference.prometheus_scrape_configs }}"
+    scraped_hosts: "{{ groups['pro6000'] | pro6000.inference.monitoring_scrape_hosts(hostvars) }}"
 """
 
 RETURN = r"""
