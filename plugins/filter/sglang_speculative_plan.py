@@ -562,6 +562,11 @@ DISABLE_RADIX_CACHE = "--disable-radix-cache"
 DISABLE_OVERLAP = "--disable-overlap-schedule"
 
 
+def _flags(words):
+    """The flag names of argv words (``--flag=value`` counts as ``--flag``)."""
+    return set(to_text(word).partition("=")[0] for word in words or [])
+
+
 def _overlap_off(wanted, served):
     """Why the overlap scheduler will be off, or None. extra_buffer_lazy needs it: SGLang asserts
     "Lazy extra buffer requires overlap schedule (--disable-overlap-schedule is incompatible)" when
@@ -571,7 +576,7 @@ def _overlap_off(wanted, served):
     pull request 29907's algorithm or the fork's flag), turns the overlap scheduler off."""
     if served == "ddtree":
         return "DDTree turns the overlap scheduler off"
-    if DISABLE_OVERLAP in [to_text(a).partition("=")[0] for a in wanted.get("extra_args") or []]:
+    if DISABLE_OVERLAP in _flags(wanted.get("extra_args")):
         return "extra_args turn the overlap scheduler off (%s)" % DISABLE_OVERLAP
     return None
 
@@ -585,19 +590,13 @@ def _mamba(wanted, build, served):
     if strategy == "auto" and flag == "--mamba-scheduler-strategy":
         raise AnsibleFilterError("sglang_speculative_plan: SGLang %s has only --mamba-scheduler-strategy, "
                                  "which has no 'auto': set mamba_strategy extra_buffer" % build.version)
-    radix_cache = DISABLE_RADIX_CACHE not in [to_text(a).partition("=")[0] for a in wanted.get("extra_args") or []]
+    radix_cache = DISABLE_RADIX_CACHE not in _flags(wanted.get("extra_args"))
     lazy_offered = LAZY in build.choices.get(flag or "", [])
     overlap_off = _overlap_off(wanted, served)
     why = None
     argv = []
     if served != "none" and radix_cache and flag:
-        if strategy is None and lazy_offered and build.mamba_lazy and overlap_off:
-            radix_cache = False
-            argv = build.flag(DISABLE_RADIX_CACHE, "turning the radix cache off")
-            why = ("radix cache off: extra_buffer_lazy needs the overlap scheduler and %s (SGLang asserts \"Lazy "
-                   "extra buffer requires overlap schedule\"), and extra_buffer with the radix cache corrupts "
-                   "outputs under speculative decoding (SGLang issue 36537)" % overlap_off)
-        elif strategy is None and lazy_offered and build.mamba_lazy:
+        if strategy is None and lazy_offered and build.mamba_lazy and not overlap_off:
             strategy = LAZY
             why = ("extra_buffer_lazy: keeps the radix cache without the output corruption of extra_buffer "
                    "under speculative decoding (SGLang issue 36537); SGLang %s accepts it with %s (pull "
@@ -605,12 +604,17 @@ def _mamba(wanted, build, served):
         elif strategy is None:
             radix_cache = False
             argv = build.flag(DISABLE_RADIX_CACHE, "turning the radix cache off")
-            reason = ("its mamba validator asserts against it before pull request 34763" if lazy_offered
-                      else "no such choice")
-            why = ("radix cache off: SGLang %s %s extra_buffer_lazy with speculative decoding (%s), and "
-                   "extra_buffer (the server's auto) with the radix cache corrupts outputs under speculative "
-                   "decoding (SGLang issue 36537); a build with pull request 34763 (0.5.18 or later) keeps "
-                   "the radix cache" % (build.version, "refuses" if lazy_offered else "has no", reason))
+            if lazy_offered and build.mamba_lazy:
+                why = ("radix cache off: extra_buffer_lazy needs the overlap scheduler and %s (SGLang asserts "
+                       "\"Lazy extra buffer requires overlap schedule\"), and extra_buffer with the radix cache "
+                       "corrupts outputs under speculative decoding (SGLang issue 36537)" % overlap_off)
+            else:
+                reason = ("its mamba validator asserts against it before pull request 34763" if lazy_offered
+                          else "no such choice")
+                why = ("radix cache off: SGLang %s %s extra_buffer_lazy with speculative decoding (%s), and "
+                       "extra_buffer (the server's auto) with the radix cache corrupts outputs under speculative "
+                       "decoding (SGLang issue 36537); a build with pull request 34763 (0.5.18 or later) keeps "
+                       "the radix cache" % (build.version, "refuses" if lazy_offered else "has no", reason))
         elif strategy in CORRUPTING_STRATEGIES and not wanted.get("allow_mamba_extra_buffer"):
             raise AnsibleFilterError(
                 "sglang_speculative_plan: sglang_service_mamba_strategy (mamba_strategy) %s with the radix cache "
@@ -686,7 +690,7 @@ def _refuse_mixed_chunk_on_hybrid(argv, target):
     """Mixed chunked prefill on a hybrid target: SGLang issue 39342 (0.5.23 keeps it on with DFLASH,
     speculative_hook.py / spec_info.supports_mixed_chunk). Only a target recorded as not hybrid
     may have it; the role itself never renders it."""
-    if MIXED_CHUNK not in [to_text(word).partition("=")[0] for word in argv]:
+    if MIXED_CHUNK not in _flags(argv):
         return
     model_type = to_text((target or {}).get("model_type") or "")
     if not model_type or model_type in HYBRID_MODEL_TYPES:
