@@ -1,6 +1,6 @@
-"""`ansible-playbook pro6000.inference.lock` as a user runs it: from the collection built with
-ansible-galaxy and installed into a collections path of its own, in a directory that is not the
-checkout, against the hub double and a local git repository. The truths: the text the
+"""`ansible-playbook pro6000.inference.lock` as a user runs it: README's command as written, from
+the collection built with ansible-galaxy and installed into a collections path of its own, in a
+directory that is not the checkout, against the hub double and a local git repository. The truths: the text the
 collection's helper prints for the same commits, the generator's commits, and git rev-parse."""
 import os
 import pathlib
@@ -10,6 +10,9 @@ import sys
 import pytest
 
 from support import REPO_ROOT, HubDouble, git, weights_commit
+
+sys.path.insert(0, str(REPO_ROOT / "tests" / "scripts"))
+from readme_block import readme_block  # noqa: E402
 
 TOKEN = "hf_lock_playbook_token"
 TARGET = "Qwen/Qwen3.6-27B"
@@ -52,14 +55,25 @@ def sglang_repo(tmp_path_factory):
     return repo
 
 
-def lock_play(installed, hub, cwd, *extra, check=False):
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(installed), PRO6000_HUB_TOKEN=TOKEN,
-               ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", HOME=str(cwd))
-    for name in ("ANSIBLE_CONFIG", "HF_ENDPOINT", "HF_TOKEN"):
-        env.pop(name, None)
-    argv = [str(BIN / "ansible-playbook"), "pro6000.inference.lock", "-e", "lock_hub_endpoint=" + hub.url]
+def play_env(installed, hub, cwd, sglang_repo=None):
+    """The user's environment: the installed collection only, the hub (a mirror) and its token as
+    the README says, and git sending SGLang's URL to the local repository (url.<base>.insteadOf, as
+    a site's mirror can)."""
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(installed), HF_ENDPOINT=hub.url, PRO6000_HUB_TOKEN=TOKEN,
+               ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", HOME=str(cwd), PATH="%s:%s" % (BIN, os.environ["PATH"]))
+    env.pop("ANSIBLE_CONFIG", None)
+    env.pop("HF_TOKEN", None)
+    if sglang_repo:
+        env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="url.%s.insteadOf" % sglang_repo,
+                   GIT_CONFIG_VALUE_0="https://github.com/sgl-project/sglang.git")
+    return env
+
+
+def lock_play(installed, hub, cwd, *extra, check=False, sglang_repo=None):
+    argv = [str(BIN / "ansible-playbook"), "pro6000.inference.lock"]
     argv += [arg for pair in extra for arg in ("-e", pair)] + (["--check"] if check else [])
-    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300, env=env, check=False)
+    return subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=300, check=False,
+                          env=play_env(installed, hub, cwd, sglang_repo))
 
 
 def site(tmp_path):
@@ -68,12 +82,11 @@ def site(tmp_path):
     return tmp_path, "lock_dir=inventories/production/group_vars/pro6000"
 
 
-def test_the_installed_playbook_resolves_every_pin_and_writes_the_helpers_lock_files(
+def test_the_readmes_command_resolves_every_pin_and_writes_the_helpers_lock_files(
         installed, hub, sglang_repo, tmp_path):
-    cwd, lock_dir = site(tmp_path)
-    inputs = [lock_dir, "lock_target_revision=main", "lock_drafter_revision=main",
-              "lock_sglang_git_repo=%s" % sglang_repo, "lock_sglang_git_ref=v0.5.23"]
-    done = lock_play(installed, hub, cwd, *inputs)
+    cwd, _lock_dir = site(tmp_path)
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", readme_block("lock")], cwd=cwd, capture_output=True,
+                          text=True, timeout=300, check=False, env=play_env(installed, hub, cwd, sglang_repo))
     assert done.returncode == 0, done.stdout + done.stderr
     group_vars = cwd / "inventories" / "production" / "group_vars" / "pro6000"
     assert sorted(os.listdir(group_vars)) == ["model_weights_drafter_lock.json", "model_weights_target_lock.json"]
@@ -82,16 +95,21 @@ def test_the_installed_playbook_resolves_every_pin_and_writes_the_helpers_lock_f
         hub.helper_text(TARGET, target, "model_weights_target_lock")
     assert (group_vars / "model_weights_drafter_lock.json").read_text() == \
         hub.helper_text(DRAFTER, drafter, "model_weights_drafter_lock")
-    tag_commit = git(sglang_repo, "rev-parse", "v0.5.23^{commit}")
-    assert tag_commit != git(sglang_repo, "rev-parse", "v0.5.23")  # the tag object is not the answer
-    for pin in ("sglang_git_ref: v0.5.23", "sglang_git_commit: " + tag_commit,
+    for pin in ("sglang_git_ref: refs/pull/29907/head",
+                "sglang_git_commit: " + git(sglang_repo, "rev-parse", "refs/pull/29907/head"),
                 "model_weights_target_revision: " + target, "model_weights_drafter_revision: " + drafter):
         assert pin in done.stdout, done.stdout
     assert TOKEN not in done.stdout
 
-    again = lock_play(installed, hub, cwd, *inputs)
+    # Again, with the SGLang ref an annotated tag: the same locks stand, and the tag gives its commit.
+    again = lock_play(installed, hub, cwd, "lock_dir=inventories/production/group_vars/pro6000",
+                      "lock_target_revision=main", "lock_drafter_revision=main", "lock_sglang_git_repo=%s" % sglang_repo,
+                      "lock_sglang_git_ref=v0.5.23")
     assert again.returncode == 0 and "changed=0" in again.stdout, again.stdout
     assert again.stdout.count(" unchanged") == 2
+    tag_commit = git(sglang_repo, "rev-parse", "v0.5.23^{commit}")
+    assert tag_commit != git(sglang_repo, "rev-parse", "v0.5.23")  # the tag object is not the answer
+    assert "sglang_git_commit: " + tag_commit in again.stdout
 
 
 def test_nothing_is_written_when_one_input_is_bad(installed, hub, sglang_repo, tmp_path):
