@@ -338,6 +338,10 @@ class HubDouble:
         self.state.wait_idle()
         return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
 
+    def shutdown(self):
+        for server in self.servers:
+            server.shutdown()
+
     def clear(self):
         self.state.wait_idle()
         self.log.write_text("")

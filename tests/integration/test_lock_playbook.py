@@ -36,8 +36,7 @@ def installed(tmp_path_factory):
 def hub(tmp_path_factory):
     double = HubDouble(tmp_path_factory.mktemp("hub"), TOKEN)
     yield double
-    for server in double.servers:
-        server.shutdown()
+    double.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -133,8 +132,12 @@ def test_a_differing_lock_is_kept_unless_forced(installed, hub, tmp_path):
     cwd, lock_dir = site(tmp_path)
     group_vars = cwd / "inventories" / "production" / "group_vars" / "pro6000"
     v1, v2 = weights_commit(TARGET, "v1"), weights_commit(TARGET, "v2")
-    assert lock_play(installed, hub, cwd, lock_dir, "lock_target_revision=" + v1).returncode == 0
+    # The first lock from a trusted copy (a relative path, as a user types it): the hub's text.
+    (cwd / "copy").symlink_to(hub.root / "mirror" / TARGET / v1)
+    first = lock_play(installed, hub, cwd, lock_dir, "lock_target_revision=" + v1, "lock_target_trusted_copy=copy")
+    assert first.returncode == 0, first.stdout
     old = (group_vars / "model_weights_target_lock.json").read_text()
+    assert old == hub.helper_text(TARGET, v1, "model_weights_target_lock")
     refused = lock_play(installed, hub, cwd, lock_dir, "lock_target_revision=main", "lock_drafter_revision=main")
     assert refused.returncode != 0 and "commit %s becomes %s" % (v1, v2) in refused.stdout
     # The drafter's lock, which was fine, is not written either: the check comes before any write.

@@ -26,8 +26,7 @@ DRAFTER = "z-lab/Qwen3.6-27B-DFlash"
 def hub(tmp_path_factory):
     double = HubDouble(tmp_path_factory.mktemp("hub"), TOKEN)
     yield double
-    for server in double.servers:
-        server.shutdown()
+    double.shutdown()
 
 
 @pytest.fixture
