@@ -308,3 +308,65 @@ def sglang_chat(max_tokens=32):
     """A streamed chat completion request for the SGLang client's tests, usage in every event."""
     return {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": max_tokens,
             "stream": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+
+
+def weights_commit(repo_id, label):
+    """The generator's commit id of a labelled revision (generate.py, commit_of)."""
+    return hashlib.sha1(f"{repo_id}@{label}".encode()).hexdigest()
+
+
+class HubDouble:
+    """The hub and CDN listeners of tests/fixtures/hub_double in threads of the test process, over
+    the weights generator's molecule profile (the target's main is v2, the drafter's v1)."""
+
+    def __init__(self, root, token):
+        self.root = root
+        self.log = root / "requests.jsonl"
+        self.token = token
+        fixtures = REPO_ROOT / "tests" / "fixtures"
+        load_module("generate", fixtures / "weights" / "generate.py").molecule_profile(str(root))
+        server = load_module("hub_double_server", fixtures / "hub_double" / "server.py")
+        hub_port, cdn_port = free_port(), free_port()
+        args = type("Args", (), dict(root=str(root), log=str(self.log), token=token, tree_page_size=2,
+                                     bind="127.0.0.1", cdn_port=cdn_port))
+        self.state = server.State(args)
+        self.servers = [server.serve(server.HubHandler, self.state, "127.0.0.1", hub_port),
+                        server.serve(server.CdnHandler, self.state, "127.0.0.1", cdn_port)]
+        self.url = f"http://127.0.0.1:{hub_port}"
+
+    def requests(self):
+        self.state.wait_idle()
+        return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
+
+    def shutdown(self):
+        for server in self.servers:
+            server.shutdown()
+
+    def clear(self):
+        self.state.wait_idle()
+        self.log.write_text("")
+
+    def manifest(self, repo_id, label):
+        """The generator's own list of the revision's files (path, size, sha256)."""
+        tree = self.root / "mirror" / repo_id / weights_commit(repo_id, label)
+        return sorted(json.loads((tree / "manifest.json").read_text())["files"], key=lambda f: f["path"])
+
+    def helper_text(self, repo_id, commit_id, var):
+        """What the documented helper command prints for this commit, against this hub."""
+        env = dict(os.environ, HF_ENDPOINT=self.url, HF_TOKEN=self.token, HF_HUB_DISABLE_XET="1",
+                   HF_HOME=str(self.root / "hf-home"))
+        helper = REPO_ROOT / "plugins" / "module_utils" / "_weights_hub_helper.py"
+        return subprocess.run([sys.executable, str(helper), "lock", repo_id, commit_id, "--var", var],
+                              capture_output=True, text=True, check=True, timeout=120, env=env).stdout
+
+
+# A local git repository for the tests of what git ls-remote lists (SGLang refs): no user
+# configuration or credential helper of the machine takes part.
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
+
+
+def git(repo, *args):
+    """Run git in repo and return its output, stripped."""
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env=GIT_ENV).stdout.strip()

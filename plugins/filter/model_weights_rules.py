@@ -94,8 +94,7 @@ def model_rules(model, source, path_root, allow_floating_revision, require_lock)
         ("lock", lock.get("commit", "(none)"),
          (not require_lock or bool(lock)) and (not lock or lock.get("commit", "") == revision or not pinned),
          "must be the lock file of the pinned revision (%s); model_weights_require_lock refuses a model without one. "
-         "Write it with the command in the role's README (python3 .../_weights_hub_helper.py lock REPO_ID COMMIT "
-         "--var ...)" % revision),
+         "Write it with ansible-playbook pro6000.inference.lock (README.md, \"Pins and lock files\")" % revision),
     ]
     return [{"name": "model_weights_models[%s].%s" % (name, field), "value": value, "rule": bool(rule), "why": why}
             for field, value, rule, why in checks]

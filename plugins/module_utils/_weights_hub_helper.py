@@ -12,6 +12,7 @@ One JSON request on stdin, one JSON answer on stdout:
   fetch    download files into <local_dir>/<path>.part, resuming what earlier runs left there
            (HTTP Range through the client's own session, headers and error mapping), hashing
            while writing; answers each file's digest and the bytes it read
+  lock     a site's lock file of a revision (module model_lock)
 
 The process dies with the module (PR_SET_PDEATHSIG) and holds the module's lock through an
 inherited descriptor, so no download outlives the run that asked for it.
@@ -258,7 +259,7 @@ def serve_request():
     request = json.load(sys.stdin)
     die_with_parent(request["parent_pid"])
     configure_client(request.get("timeout"))
-    command = {"resolve": resolve, "list": list_files, "fetch": fetch_files}[request["command"]]
+    command = {"resolve": resolve, "list": list_files, "fetch": fetch_files, "lock": build_lock}[request["command"]]
     try:
         answer = command(request)
     except Exception as exc:  # noqa: BLE001  reported to the module, which names the command
@@ -274,10 +275,52 @@ def sha256_of(path):
     return digest.hexdigest()
 
 
+def pinned(path, include, exclude):
+    """Whether a lock pins path: it matches an include pattern (when there are any) and no exclude."""
+    return ((not include or any(fnmatch.fnmatch(path, p) for p in include))
+            and not any(fnmatch.fnmatch(path, p) for p in exclude))
+
+
+def build_lock(request):
+    """A lock file: every file's path, size and sha256, the repository and the commit, read from
+    a trusted copy (request's dir, where revision must be the commit) or from the hub the client
+    is configured for (revision, a branch or tag, resolved to its commit first)."""
+    include, exclude = request.get("include") or [], request.get("exclude") or []
+    commit = request["revision"]
+    files = []
+    if request.get("dir"):
+        for base, dirs, names in os.walk(request["dir"]):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            for name in sorted(names):
+                rel = os.path.relpath(os.path.join(base, name), request["dir"])
+                if rel != request.get("manifest_name", "manifest.json") and not name.startswith(".") \
+                        and pinned(rel, include, exclude):
+                    full = os.path.join(base, name)
+                    files.append({"path": rel, "size": os.path.getsize(full), "sha256": sha256_of(full)})
+    else:
+        from huggingface_hub import hf_hub_download
+        listing = list_files({"repo_id": request["repo_id"], "revision": commit,
+                              "is_commit": bool(re.match(r"^[0-9a-f]{40}$", commit)), "timeout": request.get("timeout")})
+        commit = listing["commit"]
+        with tempfile.TemporaryDirectory() as scratch:
+            for entry in listing["files"]:
+                if not pinned(entry["path"], include, exclude):
+                    continue
+                if "sha256" not in entry:  # a small file: the hub gives its git blob id only
+                    local = hf_hub_download(request["repo_id"], entry["path"], revision=commit, local_dir=scratch)
+                    entry = {"path": entry["path"], "size": os.path.getsize(local), "sha256": sha256_of(local)}
+                files.append(entry)
+    return {"lock": {"repo_id": request["repo_id"], "commit": commit, "files": sorted(files, key=lambda f: f["path"])}}
+
+
+def lock_text(lock, var=None):
+    """A lock file's text: the lock, or {var: lock} for a group_vars file that sets variable var."""
+    return json.dumps({var: lock} if var else lock, indent=1, sort_keys=True) + "\n"
+
+
 def write_lock(argv):
-    """Print a lock file: every file's path, size and sha256, the repository and the commit,
-    read from a trusted copy (--dir) or from the hub the client is configured for."""
-    parser = argparse.ArgumentParser(prog="_weights_hub_helper.py lock", description=write_lock.__doc__)
+    """Print a lock file (build_lock) for a commit."""
+    parser = argparse.ArgumentParser(prog="_weights_hub_helper.py lock", description=build_lock.__doc__)
     parser.add_argument("repo_id")
     parser.add_argument("commit")
     parser.add_argument("--dir", help="a trusted copy of the commit's files (hashed here)")
@@ -288,34 +331,9 @@ def write_lock(argv):
     args = parser.parse_args(argv)
     if not re.match(r"^[0-9a-f]{40}$", args.commit):
         parser.error("COMMIT must be a 40-hex commit")
-
-    def wanted(path):
-        return ((not args.include or any(fnmatch.fnmatch(path, p) for p in args.include))
-                and not any(fnmatch.fnmatch(path, p) for p in args.exclude))
-
-    files = []
-    if args.dir:
-        for base, dirs, names in os.walk(args.dir):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            for name in sorted(names):
-                rel = os.path.relpath(os.path.join(base, name), args.dir)
-                if rel != args.manifest_name and not name.startswith(".") and wanted(rel):
-                    full = os.path.join(base, name)
-                    files.append({"path": rel, "size": os.path.getsize(full), "sha256": sha256_of(full)})
-    else:
-        from huggingface_hub import hf_hub_download
-        listing = list_files({"repo_id": args.repo_id, "revision": args.commit, "is_commit": True})
-        with tempfile.TemporaryDirectory() as scratch:
-            for entry in listing["files"]:
-                if not wanted(entry["path"]):
-                    continue
-                if "sha256" not in entry:  # a small file: the hub gives its git blob id only
-                    local = hf_hub_download(args.repo_id, entry["path"], revision=args.commit, local_dir=scratch)
-                    entry = {"path": entry["path"], "size": os.path.getsize(local), "sha256": sha256_of(local)}
-                files.append(entry)
-    lock = {"repo_id": args.repo_id, "commit": args.commit, "files": sorted(files, key=lambda f: f["path"])}
-    json.dump({args.var: lock} if args.var else lock, sys.stdout, indent=1, sort_keys=True)
-    sys.stdout.write("\n")
+    answer = build_lock({"repo_id": args.repo_id, "revision": args.commit, "dir": args.dir, "include": args.include,
+                         "exclude": args.exclude, "manifest_name": args.manifest_name})
+    sys.stdout.write(lock_text(answer["lock"], args.var))
 
 
 if __name__ == "__main__":

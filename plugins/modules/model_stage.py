@@ -68,7 +68,7 @@ options:
     description:
       - The site's lock file for this model (its content, a dict) with C(repo_id), C(commit) and
         C(files), each with C(path), C(size) and C(sha256). Written once from a trusted source
-        with C(python3 plugins/module_utils/_weights_hub_helper.py lock REPO_ID COMMIT [--dir COPY]).
+        with M(pro6000.inference.model_lock) (playbook C(pro6000.inference.lock)).
       - The source's file list must equal the lock's, with the same sizes (and sha256 where the
         source gives one), and every staged byte must match the lock's sha256; a hub branch must
         resolve to the lock's commit.

@@ -17,6 +17,7 @@ from readme_block import readme_block  # noqa: E402
     ("endpoint-curl", "curl -sS http://127.0.0.1:30000/v1/chat/completions \\"),
     ("endpoint-openai-install", "python3 -m venv ~/openai-client"),
     ("endpoint-openai", "import os"),
+    ("lock", "ansible-playbook pro6000.inference.lock \\"),
 ])
 def test_each_example_the_tests_run_is_in_the_readme(name, first_line):
     block = readme_block(name)

@@ -1,19 +1,10 @@
 """The commit role sglang builds, from what the real git ls-remote lists for a local repository
 with a branch, a lightweight tag, an annotated tag and a tag and a branch of one name; the
 truth is git rev-parse REF^{commit} (this choice was Jinja in roles/sglang/tasks/install.yml)."""
-import subprocess
-
 import pytest
 
 from ansible_collections.pro6000.inference.plugins.filter.sglang_git_commit import sglang_git_commit
-
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.invalid", "PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
-
-
-def git(repo, *args):
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env=GIT_ENV).stdout.strip()
+from support import git
 
 
 @pytest.fixture(scope="module")

@@ -7,15 +7,9 @@ import subprocess
 import pytest
 
 from ansible_collections.pro6000.inference.plugins.filter.sglang_source_rules import sglang_source_rules
+from support import GIT_ENV, git
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.invalid", "PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
 PR = "refs/pull/29907/head"
-
-
-def git(repo, *args):
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env=GIT_ENV).stdout.strip()
 
 
 def commit(repo, text):
