@@ -46,9 +46,15 @@ options:
     type: str
     default: run
   wait:
-    description: Seconds to wait at most for the job to finish before reporting.
+    description:
+      - Seconds between two reports, counted from O(since) (else from the job's start), so that the
+        time the tasks between two polls take does not stretch the interval; the module answers at
+        that time, or as soon as the job has finished.
     type: int
     default: 10
+  since:
+    description: When the previous report was made (RV(answered_at) of the previous poll), in seconds since the epoch on the host.
+    type: float
 extends_documentation_fragment:
   - pro6000.inference.attributes
 attributes:
@@ -100,6 +106,10 @@ phase:
   description: The step of the work (from the progress document, else O(phase)).
   type: str
   returned: always
+answered_at:
+  description: When this report was made, in seconds since the epoch on the host (O(since) of the next poll).
+  type: float
+  returned: always
 elapsed_s:
   description: Seconds since the job started; null once it has finished.
   type: int
@@ -137,6 +147,7 @@ progress:
 
 import json
 import os
+import re
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -147,6 +158,8 @@ from ansible_collections.pro6000.inference.plugins.module_utils._progress import
 
 # The longest log line shown: a pip log line can hold a whole command line.
 LOG_LINE_LIMIT = 160
+# pip's --log prefixes each line with its time (2026-12-06T14:27:01,548): the line says elapsed.
+LOG_TIME_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[,.]\d+\s+")
 
 
 def job_finished(results_file):
@@ -168,7 +181,8 @@ def last_line(path):
             tail = stream.read().decode("utf-8", "replace")
     except OSError:
         return None
-    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    lines = [LOG_TIME_RE.sub("", line).strip() for line in tail.splitlines()]
+    lines = [line for line in lines if line]
     if not lines:
         return None
     return lines[-1] if len(lines[-1]) <= LOG_LINE_LIMIT else lines[-1][:LOG_LINE_LIMIT] + "..."
@@ -183,6 +197,7 @@ def main():
             label=dict(type="str", required=True),
             phase=dict(type="str", default="run"),
             wait=dict(type="int", default=10),
+            since=dict(type="float"),
         ),
         supports_check_mode=True,
     )
@@ -193,10 +208,10 @@ def main():
         started = os.stat(params["results_file"]).st_mtime
     except OSError:
         started = time.time()
-    deadline = time.monotonic() + params["wait"]
+    deadline = (params["since"] or started) + params["wait"]
     finished = job_finished(params["results_file"])
-    while not finished and time.monotonic() < deadline:
-        time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+    while not finished and time.time() < deadline:
+        time.sleep(min(1.0, max(0.0, deadline - time.time())))
         finished = job_finished(params["results_file"])
     # Once finished, the wrapper has rewritten the file: its time is the end, not the start.
     elapsed = None if finished else max(0, round(time.time() - started))
@@ -213,7 +228,7 @@ def main():
     if logged:
         line += "; last: " + logged
     module.exit_json(changed=False, finished=finished, line=line, label=params["label"], phase=phase,
-                     elapsed_s=elapsed, progress=numbers)
+                     elapsed_s=elapsed, progress=numbers, answered_at=time.time())
 
 
 if __name__ == "__main__":
