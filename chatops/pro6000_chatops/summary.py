@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 
 BENCH_MODULE = "pro6000.inference.sglang_bench"
 PROBE_MODULE = "pro6000.inference.sglang_probe"
+PROGRESS_MODULE = "pro6000.inference.work_progress"
 SET_FACT = "ansible.builtin.set_fact"
 BENCH_SCHEMA_PREFIX = "pro6000.inference.sglang_bench/"
 _HOST_RESULTS = {
@@ -37,6 +38,7 @@ _MESSAGE_LIMIT = 300
 WITHHELD = "its message is withheld from chat and the audit log; the bot's log has it"
 # What a figure's name or version may look like to be relayed; anything else shows as '?'.
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._+,()-]{0,79}")
 
 
 @dataclass(frozen=True)
@@ -204,6 +206,48 @@ def probe_figures(host: str, result: Mapping[str, object]) -> ProbeFigures:
     )
 
 
+def _size(count: int) -> str:
+    value, unit = float(count), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            break
+        value /= 1024
+    return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
+
+
+def _duration(seconds: int) -> str:
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def progress_text(host: str, result: Mapping[str, object]) -> str:
+    """How far a host's long work has come, from ``work_progress``'s figures (see its RETURN):
+    its ``line`` is not relayed, since it can end with a raw log line."""
+    label = _label(result.get("label"))
+    if result.get("finished") is True:
+        return f"{host}: {label}: finished"
+    phase = _name(result.get("phase")) or "?"
+    figures = result.get("progress") if isinstance(result.get("progress"), dict) else {}
+    done, total = _whole(figures.get("done_bytes")), _whole(figures.get("total_bytes"))
+    if done is None or total is None:
+        elapsed = _whole(result.get("elapsed_s"))
+        return f"{host}: {label}: {phase}" + (f", {_duration(elapsed)} elapsed" if elapsed is not None else "")
+    text = f"{host}: {label}: {phase} {_size(done)} of {_size(total)}"
+    rate, left = _whole(figures.get("rate_bytes_per_s")), _whole(figures.get("eta_s"))
+    if rate is not None and left is not None:
+        text += f", {_size(rate)}/s, {_duration(left)} left"
+    return text
+
+
+def _label(value: object) -> str:
+    """What a role says the work is (a model's name, a build step's sentence): a template of
+    the role, shown when it is short printable text."""
+    return value if isinstance(value, str) and _LABEL.fullmatch(value) else "?"
+
+
 def _name(value: object) -> str | None:
     """A name or version reported by a server or module, only when it looks like one."""
     if value is None:
@@ -296,6 +340,8 @@ class EventRecorder:
         if action == PROBE_MODULE and isinstance(result.get("server"), dict):
             self.probes[host] = probe_figures(host, result)
         text = f"{host}: {status}: {task}"
+        if action == PROGRESS_MODULE and status == "ok":
+            text = progress_text(host, result)
         ends_host = action == self.done_module
         if status in ("failed", "unreachable"):
             if data.get("ignore_errors"):

@@ -227,6 +227,15 @@ options:
       - Bytes that must stay free on the destination file system after staging.
     type: int
     default: 0
+  progress_file:
+    description:
+      - While files are fetched, a JSON document at this path says the bytes done and to do, the
+        files done and when the fetch began, rewritten every second and removed at the end.
+      - Module M(pro6000.inference.work_progress) reads it while this module runs as an
+        asynchronous job (C(async), C(poll=0)) and reports bytes done, rate and time left.
+      - Nothing is written when nothing is fetched (the copy in place is kept, or all files are
+        linked from earlier copies).
+    type: path
 extends_documentation_fragment:
   - pro6000.inference.attributes
 attributes:
@@ -420,6 +429,7 @@ def main():
             verify=dict(type="str", default="quick", choices=["quick", "full"]),
             keep_previous=dict(type="int", default=1),
             reserve_bytes=dict(type="int", default=0),
+            progress_file=dict(type="path"),
         ),
         required_if=[
             ("source", "hub", ("repo_id", "hub_python")),

@@ -1,9 +1,12 @@
 """Fresh stage from the hub double and the mirror, then a no-op rerun that transferred nothing."""
 import hashlib
 import json
+import os
 import pathlib
+import re
 
 import pytest
+import yaml
 
 TOKEN = "hf_double_0123456789abcdef"
 LOG = "/var/log/weights-doubles/requests.jsonl"
@@ -105,3 +108,43 @@ def test_facts_record_paths_revisions_and_the_drafter_config(host):
     assert drafter["dflash"]["mask_token_id"] == 248077
     assert target["verified_at"] and drafter["verified_at"]
     assert target["digest_source"] == drafter["digest_source"] == "lock"
+
+
+
+
+def debug_messages(log):
+    """The debug messages of each ansible run in the log (ANSIBLE_LOG_PATH), by process id, in
+    order: a record starts with the log's prefix; a result's YAML follows its "=>" on the
+    record's further lines, which carry no prefix."""
+    runs, records = {}, []
+    for line in log.splitlines():
+        prefix = re.match(r"^\S+ \S+ p=(\d+) .*?\| (.*)$", line)
+        if prefix:
+            records.append((prefix.group(1), [prefix.group(2)]))
+        elif records:
+            records[-1][1].append(line)
+    for pid, lines in records:
+        runs.setdefault(pid, [])
+        if lines[0].rstrip().endswith("=>") and len(lines) > 1:
+            result = yaml.safe_load("\n".join(lines[1:]))
+            if isinstance(result, dict) and isinstance(result.get("msg"), str):
+                runs[pid].append(result["msg"])
+    return runs
+
+
+def test_the_download_printed_its_progress_every_few_seconds():
+    # The runs' output (ANSIBLE_LOG_PATH, molecule.yml) against the doubles' slow link: in the
+    # converge run, the target's 24 s download at a line every 2 s prints several lines with a
+    # rate and a time left, the drafter's at least one; each model's last line says it finished.
+    runs = list(debug_messages(pathlib.Path(os.environ["CONVERGE_LOG"]).read_text()).values())
+    converge = max(number for number, lines in enumerate(runs) if "Qwen3.6-27B: finished" in lines)
+    lines = runs[converge]
+    measured = [line for line in lines if re.fullmatch(
+        r"Qwen3\.6-27B: download [\d.]+ (KiB|MiB) of 5\.0 MiB \([\d.]+ %\), \d+/\d+ files, "
+        r"[\d.]+ (B|KiB|MiB)/s, (\d+ min )?\d+ s left", line)]
+    assert len(measured) >= 3, lines
+    assert any(line.startswith("Qwen3.6-27B-DFlash: download") for line in lines), lines
+    assert "Qwen3.6-27B-DFlash: finished" in lines, lines
+    # The idempotence run after it, on the fast path, starts no background job and prints nothing.
+    assert len(runs) > converge + 1
+    assert not [line for later in runs[converge + 1:] for line in later if "download" in line or "finished" in line]

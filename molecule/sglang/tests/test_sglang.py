@@ -87,6 +87,16 @@ def test_pytorch_comes_from_the_configured_index(host):
     assert version == "2.14.1+cu130"
 
 
+def test_each_pip_step_kept_the_log_its_progress_lines_were_read_from(host, facts):
+    # build.yml runs each pip step in the background with --log; the progress lines quote the
+    # log's last line, and the log stays in the build for later reading.
+    venv = facts["v0.5.23"]["venv"]
+    torch = host.file(f"{venv}/pip-torch.log")
+    sglang = host.file(f"{venv}/pip-sglang.log")
+    assert "torch" in torch.content_string and torch.user == "root"
+    assert "Successfully installed" in sglang.content_string
+
+
 def test_environments_belong_to_root_and_the_user_is_a_system_user(host):
     assert host.file("/opt/sglang/venvs").user == "root"
     user = host.user("sglang")

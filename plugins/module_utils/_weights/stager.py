@@ -10,6 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import contextlib
 import datetime
 import fcntl
 import grp
@@ -20,6 +21,7 @@ import shutil
 import stat as statmod
 import threading
 
+from ansible_collections.pro6000.inference.plugins.module_utils._progress import ProgressWriter
 from ansible_collections.pro6000.inference.plugins.module_utils._weights.checks import (
     COMMIT_RE, drafter_facts, load_config, target_facts, utf8,
 )
@@ -368,10 +370,11 @@ class Stager:
             journal.record(staging, path, files[path])
 
         self.check_space(staging, files, to_fetch)
-        if self.params["source"] == "hub":
-            errors = self.fetch_from_hub(staging, files, commit, to_fetch, journal)
-        else:
-            errors = self.fetch_with_transfers(staging, files, to_fetch, journal)
+        with self.progress(staging, files, to_fetch):
+            if self.params["source"] == "hub":
+                errors = self.fetch_from_hub(staging, files, commit, to_fetch, journal)
+            else:
+                errors = self.fetch_with_transfers(staging, files, to_fetch, journal)
         self.result["fetched_bytes"] = self.fetched_bytes
         if errors:
             raise WeightsError("%d of %d file(s) could not be staged (the staging copy %s is kept and the next run "
@@ -383,6 +386,29 @@ class Stager:
                              % (len(self.copied_not_linked), self.params["source_path"],
                                 sorted(self.copied_not_linked)[0]))
         remove_strays(staging, files)
+
+    def progress(self, staging, files, to_fetch):
+        """Keeps progress_file up to date while the files to fetch land: each counts with its
+        partial file (a transfer's or the hub client's <path>.part) until it is renamed into place."""
+        if not self.params["progress_file"] or not to_fetch:
+            return contextlib.nullcontext()
+
+        def measure():
+            done, files_done = 0, 0
+            for path in to_fetch:
+                full = os.path.join(staging, path)
+                for candidate, finished in ((full, True), (full + ".part", False)):
+                    try:
+                        done += os.stat(candidate).st_size
+                    except FileNotFoundError:
+                        continue
+                    files_done += finished
+                    break
+            return done, files_done
+
+        return ProgressWriter(self.params["progress_file"], "copy" if self.params["source"] == "path" else "download",
+                              measure,
+                              sum(files[path]["size"] for path in to_fetch), len(to_fetch))
 
     def link(self, donor, target):
         make_parents(self.revs, os.path.relpath(target, self.revs))

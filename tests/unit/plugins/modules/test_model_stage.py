@@ -12,6 +12,7 @@ import pwd
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -22,6 +23,7 @@ from ansible.module_utils import _internal as module_utils_internal
 from ansible.module_utils.common import warnings
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.pro6000.inference.plugins.module_utils._weights import stager
 from ansible_collections.pro6000.inference.plugins.modules import model_stage
 from support import free_port, load_module
 
@@ -816,3 +818,46 @@ def test_a_model_root_that_is_a_link_to_another_disk_still_works(doubles, models
     result = run(mirror_args(doubles, models))
     assert result["changed"] and not result.get("failed"), result.get("msg")
     assert os.path.realpath(models / "Qwen3.6-27B") == str(tmp_path / "disk" / "Qwen3.6-27B.revs" / commit(TARGET, "v1"))
+
+
+def test_a_slow_download_keeps_its_progress_file_current_and_removes_it_at_the_end(doubles, models, tmp_path):
+    progress = tmp_path / "progress.json"
+    # The mirror double's slow link (its /_control/slow): 5 MiB of shards at 1 MiB/s per transfer.
+    doubles.control("slow", match="safetensors", rate=1024 * 1024)
+    outcome = {}
+    worker = threading.Thread(target=lambda: outcome.update(run(mirror_args(doubles, models,
+                                                                           progress_file=str(progress)))))
+    try:
+        worker.start()
+        seen = []
+        while worker.is_alive():
+            document = progress_document(progress)
+            if document and (not seen or document["updated"] != seen[-1]["updated"]):
+                seen.append(document)
+            time.sleep(0.05)
+        worker.join()
+    finally:
+        doubles.control("slow", match="", rate=0)
+    assert outcome["changed"] and outcome["fetched_bytes"] == outcome["bytes"]
+    assert not progress.exists()
+    assert len(seen) >= 2, seen
+    done = [document["done_bytes"] for document in seen]
+    assert done == sorted(done) and done[-1] > done[0]
+    # The truth: every file of the revision was fetched, so the total is the manifest's bytes.
+    assert {(d["total_bytes"], d["files_total"], d["start_bytes"], d["phase"]) for d in seen} == {
+        (outcome["bytes"], outcome["files"], 0, "download")}
+
+
+def test_nothing_to_fetch_writes_no_progress_file(doubles, models, tmp_path):
+    progress = tmp_path / "progress.json"
+    run(mirror_args(doubles, models))
+    with mock.patch.object(stager, "ProgressWriter", side_effect=AssertionError("written")):
+        again = run(mirror_args(doubles, models, progress_file=str(progress)))
+    assert not again["changed"] and not progress.exists()
+
+
+def progress_document(path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
