@@ -90,27 +90,13 @@ options:
         interpreter this module runs with (the controller's, where C(requirements-controller.txt)
         installs the client).
     type: path
-  hub_endpoint:
-    description:
-      - Hub endpoint (an internal hub mirror), passed to the client as E(HF_ENDPOINT). Empty
-        means the client's default.
-    type: str
-    default: ""
-  hub_token:
-    description:
-      - Hub access token. Passed to the client through its environment only, never written to disk.
-    type: str
-    default: ""
-  ca_file:
-    description:
-      - Extra CA bundle for HTTPS to the hub.
-    type: path
   timeout:
     description:
       - Seconds a request to the hub may stall before it fails.
     type: int
     default: 60
 extends_documentation_fragment:
+  - pro6000.inference.hub
   - pro6000.inference.attributes
 attributes:
   check_mode:

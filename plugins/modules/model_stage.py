@@ -137,21 +137,6 @@ options:
     description:
       - Interpreter of the virtual environment that holds C(huggingface_hub), for O(source=hub).
     type: path
-  hub_endpoint:
-    description:
-      - Hub endpoint (an internal hub mirror), passed to the client as E(HF_ENDPOINT). Empty
-        means the client's default.
-    type: str
-    default: ""
-  hub_token:
-    description:
-      - Hub access token. Passed to the client through its environment only, never written to disk.
-    type: str
-    default: ""
-  ca_file:
-    description:
-      - Extra CA bundle for HTTPS to the mirror or the hub.
-    type: path
   kind:
     description:
       - What the model is for. V(target) requires C(num_hidden_layers) in C(config.json);
@@ -237,6 +222,7 @@ options:
         linked from earlier copies).
     type: path
 extends_documentation_fragment:
+  - pro6000.inference.hub
   - pro6000.inference.attributes
 attributes:
   check_mode:
