@@ -53,6 +53,10 @@ def test_the_bot_is_built_from_the_source_the_tarball_holds(host):
                                   "import pro6000_chatops.commands as m; print(m.__file__)")
     assert installed.startswith("/opt/pro6000-chatops/lib/")
     assert host.file(installed).content_string == host.file(f"{source}/pro6000_chatops/commands.py").content_string
+    # prepare.yml left an earlier version's module there: removed, and not installed.
+    assert not host.file(f"{source}/pro6000_chatops/removed_module.py").exists
+    assert not host.file(f"{source}/build/lib/pro6000_chatops/removed_module.py").exists
+    assert host.run("/opt/pro6000-chatops/bin/python -c 'import pro6000_chatops.removed_module'").rc == 1
 
 
 def test_the_token_is_root_only_on_disk_and_handed_to_the_service_alone(host):
