@@ -23,9 +23,10 @@ from .masking import Masker
 # Each request has one ``request`` record and then exactly one of these, its outcome (a run's
 # ``started`` comes before its ``finished``). A ``cancel`` record whose request is a run's own
 # id is a stop by the bot's shutdown or the command line's Ctrl-C; the run's ``finished`` is
-# its outcome. Whoever closes a lost run writes its ``finished`` with ``once``: several may find
-# the same lost run (its bot, the next run on each of its hosts, a bot starting), one records it.
-OUTCOME_EVENTS = frozenset({"refused", "error", "cancel", "finished"})
+# its outcome. A ``help`` request's outcome is its ``help`` record. Whoever closes a lost run
+# writes its ``finished`` with ``once``: several may find the same lost run (its bot, the next
+# run on each of its hosts, a bot starting), one records it.
+OUTCOME_EVENTS = frozenset({"refused", "error", "cancel", "help", "finished"})
 # Raw chat text is kept up to this many characters; the record also says how long it was.
 TEXT_LIMIT = 512
 _TAIL_CHUNK = 65536

@@ -13,8 +13,9 @@ holds at most ``user_requests_in_flight`` requests, at most ``run_workers - 2`` 
 the configuration is read), so whatever one user sends, another user's read still gets a
 worker. A flood of requests from one user, authorised or not, thus never takes every worker or
 a turn from another user; every request gets one outcome record in the audit log and, when
-refused, one reply. ``cancel`` and text that does not parse never take a run worker, so a
-cancel is answered while every run worker is busy. Progress goes from the run's thread to the
+refused, one reply. ``cancel``, ``help`` and text that does not parse never take a run worker,
+so a cancel is answered while every run worker is busy. ``help`` answers with the grammar, the
+asker's own grants and these per-user limits. Progress goes from the run's thread to the
 loop without waiting, and is posted in batches at most every ``bot.progress_interval_seconds``.
 """
 from __future__ import annotations
@@ -36,7 +37,7 @@ import yaml
 
 from .chat.base import ChatAdapter, ChatCommand
 from .chat.matrix import ChatError, MatrixAdapter, MatrixSettings
-from .commands import Refused, parse
+from .commands import HELP, Refused, parse
 from .config import Config, ConfigError, load_config
 from .secrets import find_secrets
 from .service import ChatOps, Reply
@@ -75,7 +76,7 @@ class BotSettings:
     run_workers: int = 4
     progress_interval_seconds: float = 5.0
     on_stop: str = "cancel"
-    # One user's requests in progress at once (runs included; cancel never counts), at most
+    # One user's requests in progress at once (runs included; cancel and help never count), at most
     # run_workers - WORKERS_KEPT_FROM_ONE_USER ...
     user_requests_in_flight: int = 2
     # ... and in the last minute (every request): a flood from one account costs one reply
@@ -269,7 +270,8 @@ class Bot:
             action = parse(command.text).action
         except Refused:
             action = None  # admit() refuses it again, with the reason, and audits it
-        in_flight = action is None or action.name != "cancel"
+        # cancel and help run nothing: they are answered at once and never wait for a worker.
+        in_flight = action is None or action.playbook is not None
         limited = self.limits.take(command.sender, in_flight)
         if limited is not None:
             reply = await self._in_thread(self.ops.decline, command.sender, command.text, limited)
@@ -288,7 +290,10 @@ class Bot:
             return
         if not request.runs_playbook:
             reply = await self._in_thread(self.ops.carry_out, request, None)
-            await self.adapter.reply(command, reply.text)
+            text = reply.text
+            if request.command.action is HELP:
+                text += "\n" + self._limits_text()
+            await self.adapter.reply(command, text)
             return
         reads = not request.command.action.changes_hosts
         busy = self._workers_busy(reads)
@@ -313,6 +318,11 @@ class Bot:
             self._reading -= reads
             await relay.close()
         await self.adapter.reply(command, reply.text)
+
+    def _limits_text(self) -> str:
+        """The per-user limits, the same for every user: the end of a help answer."""
+        return (f"your limits: requests in progress at once {self.settings.user_requests_in_flight} "
+                f"(cancel and help never count); requests a minute {self.settings.user_requests_per_minute}")
 
     def _workers_busy(self, reads: bool) -> str | None:
         """Why no worker is free for a run (``reads``: one that changes no host), or None."""

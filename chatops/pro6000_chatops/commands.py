@@ -46,6 +46,8 @@ class Action:
     name: str
     playbook: str | None
     host_required: bool
+    # help names no host at all.
+    takes_host: bool = True
     takes_algorithm: bool = False
     numbers: tuple[NumberParameter, ...] = ()
     # The extra var that names the target host, for playbooks that take it (besides --limit).
@@ -60,7 +62,9 @@ class Action:
 
     @property
     def usage(self) -> str:
-        words = [self.name, "HOST" if self.host_required else "[HOST]"]
+        words = [self.name]
+        if self.takes_host:
+            words.append("HOST" if self.host_required else "[HOST]")
         if self.takes_algorithm:
             words.append("[" + "|".join(ALGORITHMS) + "]")
         words.extend(f"[{number.key}={number.low}..{number.high}]" for number in self.numbers)
@@ -87,6 +91,9 @@ ACTIONS: Mapping[str, Action] = MappingProxyType({
     "cancel": Action("cancel", None, host_required=True),
 })
 ALIASES: Mapping[str, str] = MappingProxyType({"smoke": "bench"})
+# Open to everyone and never granted: it answers with the grammar and the asker's own grants.
+HELP = Action("help", None, host_required=False, takes_host=False)
+_USE_ONE_OF = "use one of " + ", ".join(sorted(ACTIONS)) + " (help lists what you may run)"
 
 
 def canonical_action(word: str) -> str | None:
@@ -94,6 +101,13 @@ def canonical_action(word: str) -> str | None:
     word = word.lower()
     word = ALIASES.get(word, word)
     return word if word in ACTIONS else None
+
+
+def grammar() -> list[str]:
+    """One usage line per command, help last, with the aliases: what ``help`` shows."""
+    aliases = {name: [alias for alias, target in ALIASES.items() if target == name] for name in ACTIONS}
+    return [action.usage + "".join(f" (or {alias})" for alias in aliases.get(action.name, ()))
+            for action in (*ACTIONS.values(), HELP)]
 
 
 @dataclass(frozen=True)
@@ -158,15 +172,16 @@ def parse(text: str) -> Command:
     _check_characters(text)
     words = text.split()
     if not words:
-        raise Refused("empty command: use one of " + ", ".join(sorted(ACTIONS)))
+        raise Refused("empty command: " + _USE_ONE_OF)
     name = canonical_action(words[0])
-    if name is None:
-        raise Refused(f"unknown action {_echo(words[0])}: use one of " + ", ".join(sorted(ACTIONS)))
-    action = ACTIONS[name]
+    if name is None and words[0].lower() != HELP.name:
+        raise Refused(f"unknown action {_echo(words[0])}: " + _USE_ONE_OF)
+    action = ACTIONS[name] if name else HELP
     arguments = words[1:]
 
     host = None
-    if arguments and "=" not in arguments[0] and arguments[0].lower() not in ALGORITHMS:
+    if (action.takes_host and arguments and "=" not in arguments[0]
+            and arguments[0].lower() not in ALGORITHMS):
         host = arguments.pop(0)
         if not _HOST_NAME.fullmatch(host):
             raise Refused(f"{_echo(host)} is not a host name; usage: {action.usage}")

@@ -58,6 +58,11 @@ class Policy:
     def groups_of(self, user: str) -> frozenset[str]:
         return frozenset(group for group, members in self.groups.items() if user in members)
 
+    def grants_of(self, user: str) -> list[Grant]:
+        """The grants that name the user or one of the user's groups, whatever their actions."""
+        user_groups = self.groups_of(user)
+        return [grant for grant in self.grants if user in grant.users or grant.groups & user_groups]
+
     def _grants_for(self, user: str, action: str) -> list[Grant]:
         user_groups = self.groups_of(user)
         return [grant for grant in self.grants if grant.covers(user, user_groups, action)]

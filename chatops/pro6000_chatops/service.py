@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from . import audit
-from .commands import Command, Refused, parse
+from .commands import ACTIONS, HELP, Command, Refused, grammar, parse
 from .config import Config, load_config
 from .inventory import InventoryCache, InventoryError
 from .locks import HeldLock, HostBusy, HostLocks
@@ -165,7 +165,8 @@ class ChatOps:
                 raise Refused("the requesting user is not a valid chat identity")
             command = parse(text)
             self._refuse_if_closing()
-            hosts = () if command.action.name == "cancel" else self._authorise(user, command)
+            # cancel is authorised when it is carried out; help tells each user their own grants.
+            hosts = () if command.action.name in ("cancel", HELP.name) else self._authorise(user, command)
             return Request(request_id, user, command, hosts)
 
         return self._outcome(request_id, user, authorise)
@@ -195,10 +196,29 @@ class ChatOps:
             self._refuse_if_closing()
             if request.command.action.name == "cancel":
                 return self._cancel(request.request_id, request.user, request.command)
+            if request.command.action is HELP:
+                self.audit.record("help", request.request_id, user=audit.clip(request.user))
+                return Reply(request.request_id, True, self.help_text(request.user))
             return self._run(request.request_id, request.user, request.command, request.hosts,
                              on_progress)
 
         return self._outcome(request.request_id, request.user, act)
+
+    def help_text(self, user: str) -> str:
+        """The command grammar, then what this user may run where, from the configuration's
+        grants (nobody else's)."""
+        lines = ["commands ([...] is optional):", *(f"  {usage}" for usage in grammar())]
+        policy = self.config.policy
+        grants = policy.grants_of(user)
+        if not grants:
+            return "\n".join(lines + ["you may run no command here: ask the bot's operator for a grant"])
+        groups = sorted(policy.groups_of(user))
+        lines.append("you may run" + (f" (groups {', '.join(groups)})" if groups else "") + ":")
+        for grant in grants:
+            actions = ", ".join(name for name in ACTIONS if name in grant.actions)
+            lines.append(f"  {actions} on hosts {', '.join(grant.host_patterns)} "
+                         f"of inventory group {self.config.inventory_group}")
+        return "\n".join(lines)
 
     def _refuse_if_closing(self) -> None:
         if self._closing:

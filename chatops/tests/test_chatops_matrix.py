@@ -135,6 +135,35 @@ def test_an_on_call_user_may_not_deploy_and_may_see_status(chat, bot):
             if record["event"] == "started" and record["user"] == chat["carol"]] == ["status"]
 
 
+def test_help_answers_the_grammar_and_each_askers_own_grants_and_limits(chat, bot):
+    async def conversation():
+        carol, mallory = await signed_in(chat["matrix"], "carol", "mallory")
+        asked = await carol.say(chat["room"], f"{BOT}: help")
+        answer = await carol.wait_for_reply(asked, "commands ")
+        stranger_asked = await mallory.say(chat["room"], f"{BOT}: help")
+        stranger_answer = await mallory.wait_for_reply(stranger_asked, "commands ")
+        for person in (carol, mallory):
+            await person.close()
+        return asked, answer, stranger_answer
+
+    asked, answer, stranger_answer = run(conversation())
+    assert_is_the_bots_escaped_reply(answer, asked)
+    grammar = ["commands ([...] is optional):",
+               "  deploy HOST [ddtree|dflash|none] [draft=1..16] [budget=1..1024]",
+               "  bench HOST (or smoke)", "  status [HOST]", "  tune HOST", "  cancel HOST", "  help"]
+    # The fixture's bot: user_requests_in_flight 1, user_requests_per_minute left at 20.
+    limits = "your limits: requests in progress at once 1 (cancel and help never count); requests a minute 20"
+    assert answer["body"].splitlines() == grammar + [
+        "you may run (groups on-call):", "  bench, status on hosts * of inventory group pro6000", limits]
+    assert stranger_answer["body"].splitlines() == grammar + [
+        "you may run no command here: ask the bot's operator for a grant", limits]
+    # Nothing ran; each request has its outcome.
+    records = audit(chat["folder"])
+    helped = {record["request"] for record in records if record["event"] == "help"}
+    assert {record["user"] for record in records if record["event"] == "help"} == {chat["carol"], chat["mallory"]}
+    assert not [record for record in records if record["event"] == "started" and record["request"] in helped]
+
+
 def test_a_flood_of_unauthorised_requests_takes_nothing_from_an_authorised_one(chat, bot):
     """Issue #20 row 3: 30 concurrent deploys from a user with no grant, then an operator's."""
     async def conversation():

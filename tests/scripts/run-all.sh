@@ -24,7 +24,7 @@ collection_build() {
   local out=build/galaxy
   rm -rf "$out" && mkdir -p "$out"
   ansible-galaxy collection build --force --output-path "$out" . &&
-    ! tar -tzf "$out"/pro6000-inference-*.tar.gz | grep -E '^(tests|molecule|chatops|collections|\.ci)/' &&
+    ! tar -tzf "$out"/pro6000-inference-*.tar.gz | grep -E '^(tests|molecule|chatops/tests|chatops/build|chatops/[^/]*\.egg-info|collections|\.ci)/' &&
     ansible-galaxy collection install --force -p "$out/installed" "$out"/pro6000-inference-*.tar.gz &&
     ANSIBLE_COLLECTIONS_PATH="$top/$out/installed" ansible-doc -l pro6000.inference
 }

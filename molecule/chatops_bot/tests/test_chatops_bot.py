@@ -42,6 +42,23 @@ def test_the_bot_runs_as_its_own_user_and_keeps_running_without_a_homeserver(hos
     assert "configuration error" not in log and TOKEN not in log
 
 
+def test_the_bot_is_built_from_the_source_the_tarball_holds(host):
+    source = "/var/cache/pro6000-chatops/source"
+    assert host.file(f"{source}/pyproject.toml").is_file
+    # Only the package's files came over (the tarball holds no tests either), and what
+    # setuptools wrote there building it.
+    assert set(host.file(source).listdir()) - {"build", "pro6000_chatops.egg-info"} == {
+        "README.md", "pro6000_chatops", "pyproject.toml"}
+    installed = host.check_output("/opt/pro6000-chatops/bin/python -c %s",
+                                  "import pro6000_chatops.commands as m; print(m.__file__)")
+    assert installed.startswith("/opt/pro6000-chatops/lib/")
+    assert host.file(installed).content_string == host.file(f"{source}/pro6000_chatops/commands.py").content_string
+    # prepare.yml left an earlier version's module there: removed, and not installed.
+    assert not host.file(f"{source}/pro6000_chatops/removed_module.py").exists
+    assert not host.file(f"{source}/build/lib/pro6000_chatops/removed_module.py").exists
+    assert host.run("/opt/pro6000-chatops/bin/python -c 'import pro6000_chatops.removed_module'").rc == 1
+
+
 def test_the_token_is_root_only_on_disk_and_handed_to_the_service_alone(host):
     token = host.file(TOKEN_FILE)
     assert (token.user, token.group, token.mode) == ("root", "root", 0o600)
