@@ -98,7 +98,6 @@ def test_the_gateway_passed_the_smoke_gate_of_productions_default_policy(converg
     assert all(gate["passed"] is not False for gate in smoke["result"]["gates"])
 
 
-
 def test_production_serves_dflash_16_on_the_release_from_the_index(converged_smoke):
     # Issue 38 item 1: the release production pins, installed from the (double of the) package
     # index, serving DFLASH at draft length 16 on every replica, as the smoke probe found it.
@@ -111,6 +110,7 @@ def test_production_serves_dflash_16_on_the_release_from_the_index(converged_smo
     assert served["draft_length"] == 16
     gate = next(gate for gate in converged_smoke["result"]["gates"] if gate["name"] == "speculation_active")
     assert gate["value"] == "DFLASH" and gate["passed"], gate
+
 
 def listeners(host):
     """(protocol, address, port, process) of every listening TCP and UDP socket; the process where
