@@ -279,7 +279,8 @@ WHITESPACE_OR_CONTROL = re.compile(r"[\s\x00-\x1f\x7f]")
 # use flashinfer (the default there), triton or trtllm_mha.
 NOT_ON_SM12X = ("fa3", "flashmla", "cutlass_mla", "trtllm_mla")
 # Where the advice names a setting: the sglang_service role variable, then the wanted key.
-GET_DDTREE = "build SGLang from a ref that has DDTree (sglang_git_ref, e.g. refs/pull/29907/head)"
+GET_DDTREE = ("build SGLang from a ref that has DDTree, pinned to its commit (sglang_source: git, "
+              "sglang_git_ref e.g. refs/pull/29907/head, sglang_git_commit)")
 GET_DFLASH = "a release with DFLASH (0.5.14 or later runs this drafter as trained)"
 
 

@@ -11,6 +11,9 @@ name: tune_sweep
 short_description: The speculative configurations a build can serve, for playbooks/tune.yml
 version_added: "0.1.0"
 description:
+  - Marks each DDTree configuration with C(skipped) and the reason where the build has no DDTree
+    (a release; DDTree is only in the build of SGLang pull request 29907 or a fork), so that
+    C(playbooks/tune.yml) compares DDTree with DFLASH only where a DDTree build is installed.
   - Marks each DDTree configuration whose C(ddtree_budget) the build cannot serve with
     C(skipped) and the reason, so that C(playbooks/tune.yml) sweeps budgets above the draft
     length - 1 only where the build allows it. What a build serves is decided by
@@ -48,16 +51,22 @@ from ansible_collections.pro6000.inference.plugins.filter.sglang_speculative_pla
 
 
 def tune_sweep(configs, sglang):
-    """The configurations to try on this build: each DDTree one whose budget the build cannot
-    serve (outside its limits, or other than draft length - 1 on the fork, which has no budget
-    option) is marked C(skipped) with the reason, so the sweep goes above draft length - 1
-    only where the build allows it."""
+    """The configurations to try on this build: each DDTree one is marked C(skipped) with the
+    reason where the build has no DDTree, or where it cannot serve its budget (outside its
+    limits, or other than draft length - 1 on the fork, which has no budget option), so the
+    sweep compares DDTree only on a DDTree build and goes above draft length - 1 only where the
+    build allows it."""
     if not isinstance(configs, list):
         raise AnsibleFilterError("tune_sweep: the configurations must be a list, got %s" % type(configs).__name__)
+    sglang = sglang or {}
     swept = []
     for config in configs:
         budget = config.get("ddtree_budget")
-        if config.get("algorithm") == "ddtree" and budget and (sglang or {}).get("ddtree"):
+        if config.get("algorithm") == "ddtree" and not sglang.get("ddtree"):
+            config = dict(config, skipped="SGLang %s has no DDTree (it offers %s): DDTree is compared only on a "
+                          "build that has it, such as pull request 29907's" % (
+                              sglang.get("version"), ", ".join(sglang.get("speculative_algorithms") or []) or "none"))
+        elif config.get("algorithm") == "ddtree" and budget:
             default, low, high = ddtree_budgets(sglang, int(config.get("draft_length") or 16))
             if not low <= int(budget) <= high:
                 config = dict(config, skipped="SGLang %s serves DDTree budgets %s for draft length %s, not %s" % (

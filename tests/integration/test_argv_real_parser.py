@@ -4,7 +4,7 @@
 Real Ansible renders them: ansible-playbook runs the role's own plan (tasks/plan.yml: the model
 directories, the filter sglang_speculative_plan) and then its unit template, for every release
 x configuration (the lab and production inventories' values as Ansible loads their group_vars,
-with and without the DDTree fallback, and each configuration of playbooks/tune.yml with the
+the DDTree opt-in with and without the fallback, and each configuration of playbooks/tune.yml with the
 variables playbooks/tasks/tune_config.yml passes). Each unit's ExecStart must be accepted by
 the release's parser, or the role must have refused the configuration before anything changed,
 exactly where the release cannot serve it (the truth: DFLASH is upstream from 0.5.11, DDTree in
@@ -123,21 +123,35 @@ def double_fact():
 
 # Issue 37: a scraper on another host (role common's common_metrics_scrapers).
 REMOTE = "remote-scrapers"
-REMOTE_VARS = {"common_metrics_scrapers": ["127.0.0.1", "10.0.0.5"], "sglang_service_ddtree_fallback_to_dflash": True}
+REMOTE_VARS = {"common_metrics_scrapers": ["127.0.0.1", "10.0.0.5"]}
+# The DDTree opt-in (one switch), and with the fallback to DFLASH where the build has no DDTree.
+DDTREE = {"sglang_service_speculative_algorithm": "ddtree"}
+DDTREE_FALLBACK = dict(DDTREE, sglang_service_ddtree_fallback_to_dflash=True)
+
+
+def inventory_vars(inventory):
+    """The variables of group pro6000 as the inventory's group_vars files set them."""
+    found = {}
+    for path in sorted((REPO / "inventories" / inventory / "group_vars" / "pro6000").glob("*.yml")):
+        found.update(yaml.safe_load(path.read_text()) or {})
+    return found
 
 
 def configurations():
     """(inventory, name, host variables, algorithm wanted, fallback allowed) per configuration."""
     found = []
     for inventory in ("lab", "production"):
-        found.append((inventory, "inventory", {}, "ddtree", False))
-        found.append((inventory, "fallback", {"sglang_service_ddtree_fallback_to_dflash": True}, "ddtree", True))
+        found.append((inventory, "inventory", {}, inventory_vars(inventory)["sglang_service_speculative_algorithm"], False))
+        found.append((inventory, "fallback", DDTREE_FALLBACK, "ddtree", True))
+    # Issue 38 item 1: production switched to DDTree without its build is refused.
+    found.append(("production", "ddtree-opt-in", DDTREE, "ddtree", False))
     for config in TUNE_CONFIGS:
         found.append(("lab", "tune-" + config["name"], {"tune_config": config}, config["algorithm"], False))
     # Issue 37: a monitoring host other than this one (common_metrics_scrapers) scrapes the only
     # replica, which then leaves loopback, with the API key the role requires for that (its
     # refusal without one: tests/integration/test_sglang_service_preflight.py).
-    found.append(("production", REMOTE, dict(REMOTE_VARS, sglang_service_api_key="k" * 32), "ddtree", True))
+    found.append(("production", REMOTE, dict(REMOTE_VARS, sglang_service_api_key="k" * 32),
+                  inventory_vars("production")["sglang_service_speculative_algorithm"], False))
     return found
 
 
@@ -311,6 +325,24 @@ def test_every_rendered_exec_start_is_accepted_by_the_real_parser(rendered, sgla
         config = dict(cases(release))[host][1].get("tune_config", {})
         assert values["speculative_num_draft_tokens"] == config.get("draft_length", DRAFT_LENGTH), host
         assert "--speculative-ddtree-budget" not in argv and "--page-size" not in argv, host
+
+
+def test_the_production_inventory_serves_dflash_16_on_the_0_5_23_release(rendered, sglang_releases):
+    # Issue 38 item 1: production installs the release from the package index and serves DFLASH
+    # at draft length 16; the REAL 0.5.23 parser takes the unit the role renders from it.
+    production = inventory_vars("production")
+    assert (production["sglang_source"], str(production["sglang_version"])) == ("index", "0.5.23")
+    host = "production-inventory-0.5.23"
+    kind, text = rendered[host]
+    assert kind == "service", text
+    argv, verdict = examined(rendered, sglang_releases, "0.5.23")[0][host]
+    assert verdict.accepted, (verdict.error, argv)
+    assert verdict.values["speculative_algorithm"] == "DFLASH"
+    assert verdict.values["speculative_num_draft_tokens"] == 16
+    assert argv[argv.index("--speculative-algorithm") + 1] == "DFLASH"
+    # The opt-in on the same release stops before anything changes, saying how to get DDTree.
+    kind, text = rendered["production-ddtree-opt-in-0.5.23"]
+    assert kind == "refused" and "SGLang 0.5.23 has no DDTree" in text, text
 
 
 def test_the_fork_serves_ddtree_with_the_budget_the_inventories_ask_for(rendered):

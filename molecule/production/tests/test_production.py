@@ -98,6 +98,20 @@ def test_the_gateway_passed_the_smoke_gate_of_productions_default_policy(converg
     assert all(gate["passed"] is not False for gate in smoke["result"]["gates"])
 
 
+def test_production_serves_dflash_16_on_the_release_from_the_index(converged_smoke):
+    # Issue 38 item 1: the release production pins, installed from the (double of the) package
+    # index, serving DFLASH at draft length 16 on every replica, as the smoke probe found it.
+    production = yaml.safe_load((PROJECT / "inventories/production/group_vars/pro6000/main.yml").read_text())
+    build = read_fact(GPU, "sglang")
+    assert (build["source"], build["version"]) == ("index", str(production["sglang_version"])), build
+    assert "DDTREE" not in build["speculative_algorithms"]
+    served = read_fact(GPU, "sglang_service")
+    assert (served["algorithm"], served["wanted_algorithm"], served["fallback"]) == ("dflash", "dflash", False), served
+    assert served["draft_length"] == 16
+    gate = next(gate for gate in converged_smoke["result"]["gates"] if gate["name"] == "speculation_active")
+    assert gate["value"] == "DFLASH" and gate["passed"], gate
+
+
 def listeners(host):
     """(protocol, address, port, process) of every listening TCP and UDP socket; the process where
     ss sees it (not through the units' /proc protections)."""

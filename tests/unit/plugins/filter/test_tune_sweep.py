@@ -46,8 +46,18 @@ def test_budgets_beyond_the_builds_limits_are_skipped(facts):
         "ddtree-16-b96": "SGLang 0.5.23 serves DDTree budgets 1 to 64 for draft length 16, not 96"}
 
 
-def test_a_build_without_ddtree_is_left_to_the_service_roles_refusal(facts):
-    assert tune_sweep(CONFIGS, facts["v0.5.23"]) == CONFIGS
+def test_a_release_compares_dflash_alone_and_says_why_ddtree_is_left_out(facts):
+    # The double's v0.5.23, read as role sglang reads a build: no DDTREE among its algorithms.
+    release = facts["v0.5.23"]
+    assert "DDTREE" not in release["speculative_algorithms"] and not release["ddtree"]
+    swept = tune_sweep(CONFIGS, release)
+    ddtree = [config["name"] for config in CONFIGS if config["algorithm"] == "ddtree"]
+    assert ddtree and sorted(skipped(swept)) == sorted(ddtree)
+    for name in ddtree:
+        assert skipped(swept)[name].startswith("SGLang 0.5.23 has no DDTree (it offers "), skipped(swept)[name]
+        assert "DFLASH" in skipped(swept)[name]
+    assert [config for config in swept if "skipped" not in config] == [
+        config for config in CONFIGS if config["algorithm"] != "ddtree"]
     with pytest.raises(AnsibleFilterError, match="must be a list"):
         tune_sweep("dflash-8", facts["v0.5.23"])
     assert FilterModule().filters() == {"tune_sweep": tune_sweep}
