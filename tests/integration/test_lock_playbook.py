@@ -94,7 +94,7 @@ def test_the_readmes_command_resolves_every_pin_and_writes_the_helpers_lock_file
         hub.helper_text(TARGET, target, "model_weights_target_lock")
     assert (group_vars / "model_weights_drafter_lock.json").read_text() == \
         hub.helper_text(DRAFTER, drafter, "model_weights_drafter_lock")
-    for pin in ("sglang_git_ref: refs/pull/29907/head",
+    for pin in ("sglang_source: git", "sglang_git_ref: refs/pull/29907/head",
                 "sglang_git_commit: " + git(sglang_repo, "rev-parse", "refs/pull/29907/head"),
                 "model_weights_target_revision: " + target, "model_weights_drafter_revision: " + drafter):
         assert pin in done.stdout, done.stdout
