@@ -123,8 +123,9 @@ def test_the_module_gets_checksums_and_never_the_change_steps_keys():
     action = ActionModule.__new__(ActionModule)  # _wanted reads no task state for a content
     declared = {"path": "/etc/app/password", "content": SECRET, "owner": "root", "mode": "0600",
                 "validate": "test -s %s", "notify": ["Restart app"]}
-    assert action._wanted(declared, {}) == {"path": "/etc/app/password", "owner": "root", "mode": "0600",
-                                             "secret_checksum": hashlib.sha1(SECRET.encode()).hexdigest()}
+    wanted = {"path": "/etc/app/password", "owner": "root", "mode": "0600",
+              "secret_checksum": hashlib.sha1(SECRET.encode()).hexdigest()}
+    assert action._wanted(declared, {}) == wanted
     assert action._wanted({"path": "/usr/local/cuda", "state": "link", "src": "/etc/alternatives/cuda"}, {}) == {
         "path": "/usr/local/cuda", "state": "link", "src": "/etc/alternatives/cuda"}
 
