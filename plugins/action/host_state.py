@@ -12,6 +12,7 @@ import hashlib
 
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_bytes, to_text
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 
 # What the controller consumes: the module is never given a template, nor a content, which may
@@ -60,8 +61,8 @@ class ActionModule(ActionBase):
         else:
             return wanted
         checksum = hashlib.sha1(to_bytes(rendered, errors="surrogate_or_strict")).hexdigest()
-        # A content is a secret as module host_state always took it; a template says so.
-        secret = content is not None or bool(spec.get("secret"))
+        # A content is a secret unless it says otherwise (as module host_state always took it); a template says so.
+        secret = content is not None if spec.get("secret") is None else boolean(spec["secret"], strict=True)
         wanted["secret_checksum" if secret else "checksum"] = checksum
         return wanted
 

@@ -123,9 +123,10 @@ options:
         type: str
       secret:
         description:
-          - Whether the rendered O(files[].template) holds a secret, compared as a O(files[].content) is.
+          - Whether the rendered file holds a secret, so that its checksum goes to the host as
+            O(files[].secret_checksum). Without it, a O(files[].content) is a secret and a
+            O(files[].template) is not.
         type: bool
-        default: false
       validate:
         description:
           - Not compared. The command the role's change step checks the file with before it replaces
@@ -553,7 +554,7 @@ def main():
                 variable_start_string=dict(type="str"),
                 variable_end_string=dict(type="str"),
                 content=dict(type="str", no_log=True),
-                secret=dict(type="bool", default=False),
+                secret=dict(type="bool"),
                 validate=dict(type="str"),
                 notify=dict(type="list", elements="str"),
                 src=dict(type="str"),

@@ -128,6 +128,10 @@ def test_the_module_gets_checksums_and_never_the_change_steps_keys():
     assert action._wanted(declared, {}) == wanted
     assert action._wanted({"path": "/usr/local/cuda", "state": "link", "src": "/etc/alternatives/cuda"}, {}) == {
         "path": "/usr/local/cuda", "state": "link", "src": "/etc/alternatives/cuda"}
+    # A content that is no secret (a dashboard copied as it is) is compared by a checksum the module returns.
+    dashboard = {"path": "/etc/grafana/dashboard.json", "content": "{}", "secret": False}
+    assert action._wanted(dashboard, {}) == {"path": "/etc/grafana/dashboard.json",
+                                             "checksum": hashlib.sha1(b"{}").hexdigest()}
 
 
 def test_a_changed_file_is_drift(played):
