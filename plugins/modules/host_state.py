@@ -18,6 +18,10 @@ description:
     not empty, so that a host that is as wanted costs one remote execution per role.
   - First fails on any broken variable rule of O(rules), naming them all, so that one task checks
     a role's input and its host.
+  - A file's wanted content is given by a role template or a content, which the module's action
+    plugin renders on the controller with the task's variables (the role's own search path, as
+    M(ansible.builtin.template)); the host receives its SHA-1 only. So one list per role, with
+    what the role's change step also reads (O(files[].validate), O(files[].notify)), drives both.
   - Never changes anything. What it does not read (a package's files, a unit's drop-ins the role
     did not name) it cannot see, so a role names everything it writes. Files are hashed whole, so
     name configuration files, not model weights.
@@ -90,15 +94,49 @@ options:
       checksum:
         description:
           - SHA-1 of the file's content, as M(ansible.builtin.stat) and M(ansible.builtin.template)
-            compute it (the controller renders the wanted content and hashes it with the
-            C(hash('sha1')) filter).
+            compute it. Usually left to the action plugin, which computes it from O(files[].template)
+            or O(files[].content).
+        type: str
+      secret_checksum:
+        description:
+          - SHA-1 of a secret file's wanted content, which the action plugin computes from
+            O(files[].content) or from a O(files[].template) with O(files[].secret). Never logged, and
+            the returned RV(files) carry no checksum of that file.
+        type: str
+      template:
+        description:
+          - A template of the role the task runs in (its C(templates/) first, as
+            M(ansible.builtin.template) searches), rendered on the controller with the task's
+            variables as that module renders it; only its SHA-1 reaches the host.
+        type: str
+      variable_start_string:
+        description: The template's variable start delimiter, as M(ansible.builtin.template) takes it.
+        type: str
+      variable_end_string:
+        description: The template's variable end delimiter, as M(ansible.builtin.template) takes it.
         type: str
       content:
         description:
-          - The wanted content itself, instead of O(files[].checksum), for a file that holds a
-            secret (an API key, a token). It is never logged, and the returned RV(files) carry no
-            checksum of it.
+          - The wanted content itself, for a file that holds a secret (an API key, a token). It stays
+            on the controller (the host gets its SHA-1 only), it is never logged, and the returned
+            RV(files) carry no checksum of it.
         type: str
+      secret:
+        description:
+          - Whether the rendered file holds a secret, so that its checksum goes to the host as
+            O(files[].secret_checksum). Without it, a O(files[].content) is a secret and a
+            O(files[].template) is not.
+        type: bool
+      validate:
+        description:
+          - Not compared. The command the role's change step checks the file with before it replaces
+            the old one (M(ansible.builtin.template)'s O(ansible.builtin.template#module:validate)),
+            allowed here so that one list serves the comparison and the change.
+        type: str
+      notify:
+        description: Not compared. The handlers the role's change step notifies when the file changes, as O(files[].validate) is allowed.
+        type: list
+        elements: str
       src:
         description: For O(files[].state=link), the link's target exactly as written.
         type: str
@@ -216,7 +254,7 @@ EXAMPLES = r"""
         why: must be one of cuda_toolkit_versions
     files:
       - path: /etc/profile.d/cuda.sh
-        checksum: "{{ lookup('ansible.builtin.template', 'cuda.sh.j2') | hash('sha1') }}"
+        template: cuda.sh.j2
         owner: root
         mode: "0644"
       - path: /usr/local/cuda
@@ -275,7 +313,6 @@ record:
 """
 
 import grp
-import hashlib
 import json
 import os
 import pwd
@@ -327,9 +364,7 @@ def file_drift(spec, found):
     if wanted == "absent":
         return []
     drift = []
-    wanted_checksum = spec.get("checksum")
-    if spec.get("content") is not None:
-        wanted_checksum = hashlib.sha1(spec["content"].encode("utf-8")).hexdigest()
+    wanted_checksum = spec.get("checksum") or spec.get("secret_checksum")
     if wanted_checksum and found.get("checksum") != wanted_checksum:
         drift.append("%s: content differs from the wanted one" % path)
     if spec.get("src") is not None and found.get("src") != spec["src"]:
@@ -514,7 +549,14 @@ def main():
                 path=dict(type="path", required=True),
                 state=dict(type="str", choices=["file", "directory", "link", "absent"], default="file"),
                 checksum=dict(type="str"),
+                secret_checksum=dict(type="str", no_log=True),
+                template=dict(type="str"),
+                variable_start_string=dict(type="str"),
+                variable_end_string=dict(type="str"),
                 content=dict(type="str", no_log=True),
+                secret=dict(type="bool"),
+                validate=dict(type="str"),
+                notify=dict(type="list", elements="str"),
                 src=dict(type="str"),
                 owner=dict(type="str"),
                 group=dict(type="str"),
@@ -552,8 +594,11 @@ def main():
     for spec in params["files"]:
         if spec["mode"] is not None and not (spec["mode"].isdigit() and set(spec["mode"]) <= set("01234567")):
             module.fail_json(msg="files[%s].mode = %r: must be an octal string such as '0644'" % (spec["path"], spec["mode"]))
-        if spec["checksum"] and spec["content"] is not None:
-            module.fail_json(msg="files[%s]: checksum and content are alternatives, give one" % spec["path"])
+        if spec["template"] is not None or spec["content"] is not None:
+            module.fail_json(msg="files[%s]: a template or content is rendered by this module's action plugin on the "
+                                 "controller; run the module as pro6000.inference.host_state" % spec["path"])
+        if spec["checksum"] and spec["secret_checksum"]:
+            module.fail_json(msg="files[%s]: checksum and secret_checksum are alternatives, give one" % spec["path"])
         if spec["src"] is not None and spec["state"] != "link":
             module.fail_json(msg="files[%s].src is given but state is %s: src is a link's target" % (spec["path"], spec["state"]))
     bad_versions = sorted(name for name, version in params["packages"].items() if not isinstance(version, str) or not version)
@@ -565,7 +610,7 @@ def main():
     files = [read_file(module, spec["path"]) for spec in params["files"]]
     drift += [line for spec, found in zip(params["files"], files) for line in file_drift(spec, found)]
     for spec, found in zip(params["files"], files):
-        if spec["content"] is not None:
+        if spec["secret_checksum"]:
             found.pop("checksum", None)
 
     for spec in params["weights"]:

@@ -2,7 +2,7 @@
 # Copyright: pro6000.inference developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Whether a string is a revision (commit or git ref name) by the rule module model_stage applies, so that role
-model_weights refuses bad input before anything changes. Documented in git_ref_name.yml beside this
+sglang refuses a bad sglang_git_ref before anything changes. Documented in git_ref_name.yml beside this
 file (one file per test, so that ansible-doc and galaxy-importer find each one's documentation)."""
 
 from __future__ import annotations

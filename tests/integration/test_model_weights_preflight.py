@@ -2,7 +2,7 @@
 its own first check (tasks/state.yml, module host_state: the rules fail before it reads anything)
 run by real ansible-playbook on localhost,
 one playbook run for every case (a few seconds). The hub and git rules themselves are unit
-tests of the test plugins hub_repo_id and git_ref_name (tests/unit/plugins/test)."""
+tests of model_stage's checks and the test plugin git_ref_name (tests/unit/plugins/test)."""
 import pytest
 from support import run_cases
 

@@ -27,6 +27,9 @@ CASES = [
      'sglang_git_commit = "{tag}": is not what sglang_git_ref = %s resolves to in {repo} ({pr})' % PR),
     ("ref followed on purpose", {"sglang_git_ref": PR, "sglang_git_ref_floating": True}, None),
     ("commit as ref", {"sglang_git_ref": "{tag}"}, None),
+    # git check-ref-format's rule (test plugin git_ref_name), checked before the repository is asked.
+    ("ref with a hidden component", {"sglang_git_ref": "refs/heads/.hidden", "sglang_git_commit": "{pr}"},
+     'sglang_git_ref = "refs/heads/.hidden": must be a tag, branch, full ref'),
     ("index range", {"sglang_source": "index", "sglang_version": ">=0.5.23"},
      'sglang_version = ">=0.5.23": must be one exact release'),
     ("index wildcard", {"sglang_source": "index", "sglang_version": "0.5.*"}, 'sglang_version = "0.5.*"'),

@@ -13,6 +13,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import get_hash
 
+from ansible_collections.pro6000.inference.plugins.action.host_state import ActionModule as HostStateAction
 from ansible_collections.pro6000.inference.plugins.filter.sglang_replica_files import (
     FilterModule as FilesFilters,
     sglang_replica_files,
@@ -35,6 +36,13 @@ def paths(folder):
             "secrets": "%s/%%s.secrets.yaml" % folder, "group": GROUP}
 
 
+def as_the_action_plugin_passes(files):
+    """What host_state's action plugin gives the module: a secret's content as its checksum only
+    (no task state is read for a content)."""
+    action = HostStateAction.__new__(HostStateAction)
+    return [action._wanted(spec, {}) for spec in files]
+
+
 def write_as_the_replica_tasks_do(folder):
     for replica, (env, secrets, unit) in zip(REPLICAS, RENDERINGS):
         for suffix, text, mode in (("env", env, 0o600), ("secrets.yaml", secrets, 0o640), ("service", unit, 0o644)):
@@ -46,7 +54,7 @@ def write_as_the_replica_tasks_do(folder):
 def test_replicas_written_as_wanted_show_no_drift_to_host_state(tmp_path):
     write_as_the_replica_tasks_do(tmp_path)
     files = sglang_replica_files(REPLICAS, RENDERINGS, paths(tmp_path))
-    result = run_module_file("host_state", {"files": files}, tmp_path)
+    result = run_module_file("host_state", {"files": as_the_action_plugin_passes(files)}, tmp_path)
     assert result["drift"] == [], result
 
 
@@ -56,7 +64,7 @@ def test_a_changed_unit_a_changed_secret_and_a_loose_mode_are_each_drift(tmp_pat
     (tmp_path / "sglang-qwen-0.secrets.yaml").write_text("api-key: old\n")
     (tmp_path / "sglang-qwen-0.env").chmod(0o644)
     files = sglang_replica_files(REPLICAS, RENDERINGS, paths(tmp_path))
-    drift = run_module_file("host_state", {"files": files}, tmp_path)["drift"]
+    drift = run_module_file("host_state", {"files": as_the_action_plugin_passes(files)}, tmp_path)["drift"]
     assert len(drift) == 3, drift
     for name in ("sglang-qwen-1.service", "sglang-qwen-0.secrets.yaml", "sglang-qwen-0.env"):
         assert any(str(tmp_path / name) in sentence for sentence in drift), (name, drift)

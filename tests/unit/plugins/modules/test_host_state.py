@@ -107,15 +107,15 @@ def test_values_the_controller_knows_are_compared_first(tmp_path):
     assert result["drift"] == ['loaded driver: null, wanted "590.48.01"', f"{tmp_path / 'missing'}: missing, wanted file"]
 
 
-def test_a_secret_file_is_compared_by_content_never_shown(tmp_path):
+def test_a_secret_file_is_compared_by_its_checksum_never_shown(tmp_path):
     secret = tmp_path / "api-key"
     secret.write_text("sk-pro6000-secret")
-    same = run(tmp_path, files=[{"path": str(secret), "content": "sk-pro6000-secret", "mode": "0644"}])
-    other = run(tmp_path, files=[{"path": str(secret), "content": "sk-pro6000-other"}])
+    same = run(tmp_path, files=[{"path": str(secret), "secret_checksum": sha1(b"sk-pro6000-secret"), "mode": "0644"}])
+    other = run(tmp_path, files=[{"path": str(secret), "secret_checksum": sha1(b"sk-pro6000-other")}])
     assert same["drift"] == [] and other["drift"] == [f"{secret}: content differs from the wanted one"]
     for result in (same, other):
         assert "checksum" not in result["files"][0]
-        assert "sk-pro6000" not in json.dumps(result)
+        assert sha1(b"sk-pro6000-secret") not in json.dumps(result)
 
 
 def test_a_missing_record_is_drift(tmp_path):
@@ -136,7 +136,11 @@ def test_owner_and_group_are_names(tmp_path):
     ({"files": [{"path": "/etc/x", "mode": "rw-r--r--"}]}, "files[/etc/x].mode = 'rw-r--r--': must be an octal string"),
     ({"files": [{"path": "/etc/x", "src": "/y"}]}, "files[/etc/x].src is given but state is file"),
     ({"packages": {"nvidia-open": ""}}, "packages nvidia-open: each needs a version string"),
-    ({"files": [{"path": "/etc/x", "checksum": "0" * 40, "content": "x"}]}, "checksum and content are alternatives"),
+    ({"files": [{"path": "/etc/x", "checksum": "0" * 40, "secret_checksum": "1" * 40}]},
+     "checksum and secret_checksum are alternatives"),
+    # What the action plugin renders on the controller never reaches the host.
+    ({"files": [{"path": "/etc/x", "content": "x"}]}, "rendered by this module's action plugin on the controller"),
+    ({"files": [{"path": "/etc/x", "template": "x.j2"}]}, "rendered by this module's action plugin on the controller"),
 ])
 def test_bad_input_is_refused_before_reading(tmp_path, args, message):
     result = run(tmp_path, **args)

@@ -1,11 +1,11 @@
-"""The tests role model_weights checks repository ids and revisions with, before anything
-changes: the rules module model_stage applies (they were regular expressions in
-roles/model_weights/tasks/preflight.yml). Cases from huggingface_hub's validate_repo_id and
-git check-ref-format."""
+"""The rules repository ids and revisions are checked by before anything changes: model_stage's
+own (filter model_weights_rules applies them for role model_weights), and the test plugin
+git_ref_name that role sglang checks sglang_git_ref with. Cases from huggingface_hub's
+validate_repo_id and git check-ref-format."""
 import pytest
 
 from ansible_collections.pro6000.inference.plugins.test.git_ref_name import git_ref_name
-from ansible_collections.pro6000.inference.plugins.test.hub_repo_id import hub_repo_id
+from ansible_collections.pro6000.inference.plugins.module_utils._weights.checks import check_repo_id, passes
 
 
 @pytest.mark.parametrize("value, valid", [
@@ -14,7 +14,7 @@ from ansible_collections.pro6000.inference.plugins.test.hub_repo_id import hub_r
     ("a/b.git", False), ("a/b/c", False), ("a b/c", False), ("a/" + "b" * 97, False), (None, False), (3, False),
 ])
 def test_hub_repo_id(value, valid):
-    assert hub_repo_id(value) is valid
+    assert passes(check_repo_id, value) is valid
 
 
 @pytest.mark.parametrize("value, valid", [
