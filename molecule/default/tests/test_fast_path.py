@@ -63,12 +63,19 @@ def site(*extra):
     return run.returncode, json.loads(run.stdout[run.stdout.index("{"):])
 
 
+# Roles whose converge.yml the site's play includes itself, around taking the host out of service
+# (docs/CONTRACTS.md): where, and the line that marks that include.
+COMPOSED = {"nvidia_driver": ("playbooks/site.yml", "tasks_from: converge")}
+
+
 def converge_include(role):
-    """Where the role's tasks/main.yml includes tasks/converge.yml: the line of that task's name."""
-    lines = (REPO / "roles" / role / "tasks" / "main.yml").read_text().splitlines()
-    include = next(index for index, line in enumerate(lines) if "include_tasks: converge.yml" in line)
-    name = max(index for index in range(include) if lines[index].startswith("- name:"))
-    return "roles/%s/tasks/main.yml:%d" % (role, name + 1)
+    """Where tasks/converge.yml of the role is included (its tasks/main.yml, or the play that
+    composes it): the file and line of that task's name."""
+    path, marker = COMPOSED.get(role, ("roles/%s/tasks/main.yml" % role, "include_tasks: converge.yml"))
+    lines = (REPO / path).read_text().splitlines()
+    include = next(index for index, line in enumerate(lines) if marker in line)
+    name = max(index for index in range(include) if lines[index].lstrip().startswith("- name:"))
+    return "%s:%d" % (path, name + 1)
 
 
 def includes(report):

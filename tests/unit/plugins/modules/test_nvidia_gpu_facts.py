@@ -4,8 +4,11 @@ The simulated host is a procfs/sysfs tree under tmp_path and executables that pr
 outputs of tests/fixtures/real-gpu-host (or the real failure messages of nvidia-smi).
 """
 import json
+import os
 import pathlib
 import subprocess
+import sys
+import types
 
 import pytest
 from support import load_module, run_module_file
@@ -313,3 +316,23 @@ def test_the_nvidia_smi_double_prints_a_topology_the_parser_reads(host, monkeypa
     pairs = _nvidia.gpu_interconnect(_nvidia.parse_topo_matrix(out))
     assert [(pair["gpus"], pair["link"]) for pair in pairs] == [
         ([0, 1], "PIX"), ([0, 2], "NODE"), ([0, 3], "NODE"), ([1, 2], "NODE"), ([1, 3], "NODE"), ([2, 3], "PIX")]
+
+
+def test_the_nvidia_smi_double_lists_the_processes_holding_a_gpu(host, monkeypatch):
+    """After the double's boot, --query-compute-apps lists a process that holds the GPU's device
+    file open, and nothing once it closed it, in nvidia-smi's CSV form."""
+    smi, state = install_smi_double(host, monkeypatch, "595.71.05", "13.2")
+    double = load_module("test_double", REPO / "tests" / "fixtures" / "nvidia_repo" / "test_double.py")
+    installed = host.root / "kernel-module"
+    installed.write_text("version=595.71.05\nlicense=Dual MIT/GPL\n")
+    monkeypatch.setattr(double, "STATE", state)
+    monkeypatch.setattr(double, "INSTALLED_MODULE", installed)
+    # No systemd here: the persistence daemon's unit is not enabled.
+    monkeypatch.setattr(double, "subprocess", types.SimpleNamespace(run=lambda *args, **kwargs: types.SimpleNamespace(returncode=1)))
+    double.boot()
+    query = [str(smi), "--query-compute-apps=pid,process_name,gpu_bus_id", "--format=csv,noheader"]
+    assert subprocess.run(query, capture_output=True, text=True, check=True).stdout == ""
+    with (state / "dev" / "nvidia0").open():
+        listed = subprocess.run(query, capture_output=True, text=True, check=True).stdout
+    assert listed == "%d, %s, 00000000:00:06.0\n" % (os.getpid(), os.path.realpath(sys.executable))
+    assert subprocess.run(query, capture_output=True, text=True, check=True).stdout == ""
