@@ -1,11 +1,12 @@
 """The rules repository ids and revisions are checked by before anything changes: model_stage's
-own (filter model_weights_rules applies them for role model_weights), and the test plugin
-git_ref_name that role sglang checks sglang_git_ref with. Cases from huggingface_hub's
-validate_repo_id and git check-ref-format."""
+own (filter model_weights_rules applies them for role model_weights), and the test plugins
+hub_repo_id and git_ref_name (playbooks/lock.yml checks its inputs with both, role sglang checks
+sglang_git_ref with the latter). Cases from huggingface_hub's validate_repo_id and git
+check-ref-format."""
 import pytest
 
 from ansible_collections.pro6000.inference.plugins.test.git_ref_name import git_ref_name
-from ansible_collections.pro6000.inference.plugins.module_utils._weights.checks import check_repo_id, passes
+from ansible_collections.pro6000.inference.plugins.test.hub_repo_id import hub_repo_id
 
 
 @pytest.mark.parametrize("value, valid", [
@@ -14,7 +15,7 @@ from ansible_collections.pro6000.inference.plugins.module_utils._weights.checks 
     ("a/b.git", False), ("a/b/c", False), ("a b/c", False), ("a/" + "b" * 97, False), (None, False), (3, False),
 ])
 def test_hub_repo_id(value, valid):
-    assert passes(check_repo_id, value) is valid
+    assert hub_repo_id(value) is valid
 
 
 @pytest.mark.parametrize("value, valid", [
