@@ -370,3 +370,16 @@ def git(repo, *args):
     """Run git in repo and return its output, stripped."""
     return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
                           env=GIT_ENV).stdout.strip()
+
+
+def git_history(repo, commits, refs=None):
+    """A repository of ``commits`` commits of one file on branch main; ``refs`` maps a commit's
+    index to the git commands (argument lists) run right after it: tags, branches, refs."""
+    git(repo, "init", "-q", "-b", "main")
+    for n in range(commits):
+        (repo / "f").write_text(str(n))
+        git(repo, "add", "f")
+        git(repo, "commit", "-q", "-m", "c%d" % n)
+        for command in (refs or {}).get(n, ()):
+            git(repo, *command)
+    return repo

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from support import REPO_ROOT, HubDouble, git, weights_commit
+from support import REPO_ROOT, HubDouble, git, git_history, weights_commit
 
 sys.path.insert(0, str(REPO_ROOT / "tests" / "scripts"))
 from readme_block import readme_block  # noqa: E402
@@ -42,16 +42,8 @@ def hub(tmp_path_factory):
 @pytest.fixture(scope="module")
 def sglang_repo(tmp_path_factory):
     """A repository with a branch, an annotated tag and a pull request's ref, as SGLang's has."""
-    repo = tmp_path_factory.mktemp("sglang-git")
-    git(repo, "init", "-q", "-b", "main")
-    for n in range(2):
-        (repo / "f").write_text(str(n))
-        git(repo, "add", "f")
-        git(repo, "commit", "-q", "-m", "c%d" % n)
-        if n == 0:
-            git(repo, "tag", "-a", "-m", "release", "v0.5.23")
-    git(repo, "update-ref", "refs/pull/29907/head", "HEAD")
-    return repo
+    return git_history(tmp_path_factory.mktemp("sglang-git"), 2, {0: [["tag", "-a", "-m", "release", "v0.5.23"]],
+                                                                   1: [["update-ref", "refs/pull/29907/head", "HEAD"]]})
 
 
 def play_env(installed, hub, cwd, sglang_repo=None):

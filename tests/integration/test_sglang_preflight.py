@@ -5,15 +5,11 @@ role's state check (tasks/state.yml: git ls-remote, then module host_state, whic
 broken rule before it reads anything and only reads otherwise) runs by real ansible-playbook on
 localhost in check mode against a real local git repository with a tag and a pull request ref;
 one playbook run for every case."""
-import subprocess
-
 import pytest
-from support import run_cases
+from support import git, git_history, run_cases
 
 FIRST_CHECK = "Check the variables, then compare the build in use with what the role recorded and wants"
 PR = "refs/pull/29907/head"
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.invalid", "PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}
 
 # (case, role variables, None when accepted, else what the failure message must contain); {pr} and
 # {tag} stand for the commits the pull request ref and the tag name.
@@ -38,23 +34,11 @@ CASES = [
 ]
 
 
-def git(repo, *args):
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
-                          env=GIT_ENV).stdout.strip()
-
-
 def _repository(root):
     """A tag v0.5.23 (annotated, as SGLang's releases) and a pull request ref one commit later."""
     repo = root / "sglang.git"
     repo.mkdir()
-    git(repo, "init", "-q", "-b", "main")
-    for text in ("release", "ddtree"):
-        (repo / "f").write_text(text)
-        git(repo, "add", "f")
-        git(repo, "commit", "-q", "-m", text)
-        if text == "release":
-            git(repo, "tag", "-a", "-m", "release", "v0.5.23")
-    git(repo, "update-ref", PR, "HEAD")
+    git_history(repo, 2, {0: [["tag", "-a", "-m", "release", "v0.5.23"]], 1: [["update-ref", PR, "HEAD"]]})
     return repo, {"pr": git(repo, "rev-parse", PR), "tag": git(repo, "rev-parse", "v0.5.23^{commit}"), "repo": str(repo)}
 
 

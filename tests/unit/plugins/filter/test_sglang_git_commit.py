@@ -4,25 +4,15 @@ truth is git rev-parse REF^{commit} (this choice was Jinja in roles/sglang/tasks
 import pytest
 
 from ansible_collections.pro6000.inference.plugins.filter.sglang_git_commit import sglang_git_commit
-from support import git
+from support import git, git_history
 
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
-    repo = tmp_path_factory.mktemp("sglang-git")
-    git(repo, "init", "-q", "-b", "main")
-    for n in range(3):
-        (repo / "f").write_text(str(n))
-        git(repo, "add", "f")
-        git(repo, "commit", "-q", "-m", "c%d" % n)
-        if n == 0:
-            git(repo, "tag", "-a", "-m", "release", "v0.5.14")  # annotated: its object is not a commit
-            git(repo, "tag", "light")
-        if n == 1:
-            git(repo, "branch", "release")
-            git(repo, "tag", "-a", "-m", "same name as a branch", "both")
-            git(repo, "branch", "both", "HEAD~1")
-    return repo
+    return git_history(tmp_path_factory.mktemp("sglang-git"), 3, {
+        0: [["tag", "-a", "-m", "release", "v0.5.14"],  # annotated: its object is not a commit
+            ["tag", "light"]],
+        1: [["branch", "release"], ["tag", "-a", "-m", "same name as a branch", "both"], ["branch", "both", "HEAD~1"]]})
 
 
 def ls_remote(repo, ref):
