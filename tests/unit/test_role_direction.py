@@ -42,12 +42,14 @@ def test_no_role_includes_sglang_service():
 
 def test_the_site_takes_the_host_out_of_service_around_the_driver():
     play = yaml.safe_load((REPO / "playbooks" / "site.yml").read_text())[0]
-    driver = play["pre_tasks"][0]
-    steps = [(task["ansible.builtin." + kind]["name"], task["ansible.builtin." + kind].get("tasks_from"))
-             for task in driver["block"] + driver["always"] for kind in ("import_role", "include_role")
-             if "ansible.builtin." + kind in task]
-    assert steps == [("pro6000.inference.nvidia_driver", "plan"), (SERVICE, "stop"),
-                     ("pro6000.inference.nvidia_driver", "converge"), (SERVICE, "start")]
+    plan, change = play["pre_tasks"]
+    assert plan["ansible.builtin.import_role"] == {"name": "pro6000.inference.nvidia_driver", "tasks_from": "plan"}
+    assert change["ansible.builtin.include_tasks"]["file"] == "tasks/driver_change.yml"
+    assert change["when"] == "nvidia_driver_decision.converge"
+    driver = yaml.safe_load((REPO / "playbooks" / "tasks" / "driver_change.yml").read_text())[0]
+    steps = [(task["ansible.builtin.include_role"]["name"], task["ansible.builtin.include_role"]["tasks_from"])
+             for task in driver["block"] + driver["always"] if "ansible.builtin.include_role" in task]
+    assert steps == [(SERVICE, "stop"), ("pro6000.inference.nvidia_driver", "converge"), (SERVICE, "start")]
     assert [role["role"] for role in play["roles"]][0] != "pro6000.inference.nvidia_driver"
 
 

@@ -64,8 +64,8 @@ def site(*extra):
 
 
 # Roles whose converge.yml the site's play includes itself, around taking the host out of service
-# (docs/CONTRACTS.md): where, and the line that marks that include.
-COMPOSED = {"nvidia_driver": ("playbooks/site.yml", "tasks_from: converge")}
+# (docs/CONTRACTS.md): where, and the line that marks that include (of the tasks around it).
+COMPOSED = {"nvidia_driver": ("playbooks/site.yml", "file: tasks/driver_change.yml")}
 
 
 def converge_include(role):
