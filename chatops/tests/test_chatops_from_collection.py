@@ -45,7 +45,7 @@ def wheels(unpacked):
 
 
 def test_the_tarball_holds_the_bots_source_and_no_tests_or_build_outputs(unpacked):
-    _, names, _ = unpacked
+    names = unpacked[1]
     chatops = sorted(name for name in names if name.startswith("chatops/"))
     package = sorted(str(path.relative_to(REPO_ROOT)) for path in (REPO_ROOT / "chatops" / "pro6000_chatops").rglob("*.py"))
     assert set(package) <= set(chatops)
@@ -57,7 +57,7 @@ def test_the_tarball_holds_the_bots_source_and_no_tests_or_build_outputs(unpacke
 
 
 def test_a_fresh_environment_installs_the_bot_from_the_tarball_offline_and_runs_it(unpacked, wheels, tmp_path):
-    root, _, _ = unpacked
+    root = unpacked[0]
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     installed = subprocess.run([str(venv / "bin" / "pip"), "install", "--no-index", "--find-links", str(wheels),
@@ -91,7 +91,7 @@ def test_the_installed_collections_playbook_runs_the_role_and_checks_its_inputs_
     """``ansible-playbook pro6000.inference.chatops`` from the collection installed from the
     tarball: an empty group is refused by name, and a host without the role's required inputs
     is stopped by the role's checks before it changes anything."""
-    _, _, tarball = unpacked
+    tarball = unpacked[2]
     subprocess.run([ANSIBLE_GALAXY, "collection", "install", "--offline", "--force", "-p", str(tmp_path / "collections"), str(tarball)],
                    check=True, capture_output=True, timeout=300)
     environment = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(tmp_path / "collections"), "ANSIBLE_NOCOLOR": "1"}

@@ -196,8 +196,10 @@ def test_a_flood_of_unauthorised_requests_takes_nothing_from_an_authorised_one(c
     assert thread[0]["body"] == "received: deploy pro6000-01"
     assert summary["body"].startswith("deploy pro6000-01: successful in ")
     records = audit(chat["folder"])
+    # Her help, asked earlier in this room (test_help_...), is no part of the flood.
+    helped = {record["request"] for record in records if record["event"] == "help"}
     mallory_requests = {record["request"] for record in records
-                        if record["event"] == "request" and record["user"] == chat["mallory"]}
+                        if record["event"] == "request" and record["user"] == chat["mallory"]} - helped
     (started,) = [record for record in records if record["event"] == "started"
                   and datetime.datetime.fromisoformat(record["time"]).timestamp() * 1000 >= sent]
     outcomes = [record["request"] for record in records if record["event"] in OUTCOME_EVENTS

@@ -42,8 +42,8 @@ def hub(tmp_path_factory):
 @pytest.fixture(scope="module")
 def sglang_repo(tmp_path_factory):
     """A repository with a branch, an annotated tag and a pull request's ref, as SGLang's has."""
-    return git_history(tmp_path_factory.mktemp("sglang-git"), 2, {0: [["tag", "-a", "-m", "release", "v0.5.23"]],
-                                                                   1: [["update-ref", "refs/pull/29907/head", "HEAD"]]})
+    return git_history(tmp_path_factory.mktemp("sglang-git"), 2, {
+        0: [["tag", "-a", "-m", "release", "v0.5.23"]], 1: [["update-ref", "refs/pull/29907/head", "HEAD"]]})
 
 
 def play_env(installed, hub, cwd, sglang_repo=None):

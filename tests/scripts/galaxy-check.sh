@@ -29,11 +29,15 @@ if grep -E '^(WARNING|ERROR)' "$log"; then
   exit 1
 fi
 # A plugin whose documentation the importer did not find is no finding in its log, only an
-# empty entry in the result (the tune_table filter was one): every plugin must have its own.
+# empty entry in the result (the tune_table filter was one): every plugin must have its own,
+# except an action plugin, which is documented by the module of its name (host_state).
 sed -n '/^{/,$p' "$log" | "$tools/python" -c '
 import json, sys
 result = json.load(sys.stdin)
-plugins = [c for c in result["docs_blob"]["contents"] if c["content_type"] not in ("role", "playbook", "module_utils", "doc_fragments")]
+contents = result["docs_blob"]["contents"]
+modules = {c["content_name"] for c in contents if c["content_type"] == "module" and c["doc_strings"]}
+plugins = [c for c in contents if c["content_type"] not in ("role", "playbook", "module_utils", "doc_fragments")
+           and not (c["content_type"] == "action" and c["content_name"] in modules)]
 missing = ["%s %s" % (c["content_type"], c["content_name"]) for c in plugins if not c["doc_strings"]]
 print("galaxy-importer: %d plugins documented" % (len(plugins) - len(missing)))
 sys.exit("undocumented for galaxy-importer: %s" % ", ".join(missing) if missing else 0)

@@ -110,8 +110,6 @@ def test_facts_record_paths_revisions_and_the_drafter_config(host):
     assert target["digest_source"] == drafter["digest_source"] == "lock"
 
 
-
-
 def debug_messages(log):
     """The debug messages of each ansible run in the log (ANSIBLE_LOG_PATH), by process id, in
     order: a record starts with the log's prefix; a result's YAML follows its "=>" on the

@@ -825,8 +825,8 @@ def test_a_slow_download_keeps_its_progress_file_current_and_removes_it_at_the_e
     # The mirror double's slow link (its /_control/slow): 5 MiB of shards at 1 MiB/s per transfer.
     doubles.control("slow", match="safetensors", rate=1024 * 1024)
     outcome = {}
-    worker = threading.Thread(target=lambda: outcome.update(run(mirror_args(doubles, models,
-                                                                           progress_file=str(progress)))))
+    arguments = mirror_args(doubles, models, progress_file=str(progress))
+    worker = threading.Thread(target=lambda: outcome.update(run(arguments)))
     try:
         worker.start()
         seen = []
