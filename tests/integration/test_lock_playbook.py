@@ -113,8 +113,9 @@ def test_nothing_is_written_when_one_input_is_bad(installed, hub, sglang_repo, t
     assert done.returncode != 0 and "hub lock of %s failed" % DRAFTER in done.stdout, done.stdout
     # Every bad input is named in the same run.
     done = lock_play(installed, hub, cwd, "lock_dir=no/such/dir", "lock_target_revision=main..x")
-    assert done.returncode != 0 and 'lock_dir ("no/such/dir") must be an existing' in done.stdout
-    assert 'lock_target_revision ("main..x")' in done.stdout and "must be commits or git ref names" in done.stdout
+    assert done.returncode != 0 and 'lock_dir = "no/such/dir": must be an existing directory' in done.stdout
+    assert ('lock_target_revision, lock_drafter_revision, lock_sglang_git_ref = ["main..x", "", ""]: '
+            "must be commits or git ref names") in done.stdout, done.stdout
     assert os.listdir(group_vars) == []
     checked = lock_play(installed, hub, cwd, lock_dir, "lock_target_revision=main", check=True)
     assert checked.returncode == 0 and "to write" in checked.stdout and os.listdir(group_vars) == []
