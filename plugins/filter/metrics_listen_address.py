@@ -35,17 +35,10 @@ _value:
   type: str
 """
 
-from ansible.errors import AnsibleFilterError
 from ansible_collections.pro6000.inference.plugins.module_utils import _monitoring
-
-
-def metrics_listen_address(scrapers):
-    try:
-        return _monitoring.metrics_listen_address(scrapers)
-    except _monitoring.MonitoringError as exc:
-        raise AnsibleFilterError("metrics_listen_address: %s" % exc) from exc
+from ansible_collections.pro6000.inference.plugins.plugin_utils._filters import engine_filters
 
 
 class FilterModule:
     def filters(self):
-        return {"metrics_listen_address": metrics_listen_address}
+        return engine_filters(_monitoring.MonitoringError, metrics_listen_address=_monitoring.metrics_listen_address)

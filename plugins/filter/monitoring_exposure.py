@@ -52,17 +52,10 @@ _value:
   type: dict
 """
 
-from ansible.errors import AnsibleFilterError
 from ansible_collections.pro6000.inference.plugins.module_utils import _monitoring
-
-
-def monitoring_exposure(listen_address, scrape_addresses, webhook_url="", allow=()):
-    try:
-        return _monitoring.monitoring_exposure(listen_address, scrape_addresses, webhook_url, allow)
-    except _monitoring.MonitoringError as exc:
-        raise AnsibleFilterError("monitoring_exposure: %s" % exc) from exc
+from ansible_collections.pro6000.inference.plugins.plugin_utils._filters import engine_filters
 
 
 class FilterModule:
     def filters(self):
-        return {"monitoring_exposure": monitoring_exposure}
+        return engine_filters(_monitoring.MonitoringError, monitoring_exposure=_monitoring.monitoring_exposure)

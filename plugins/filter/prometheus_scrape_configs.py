@@ -40,17 +40,10 @@ _value:
   type: list
 """
 
-from ansible.errors import AnsibleFilterError
 from ansible_collections.pro6000.inference.plugins.module_utils import _monitoring
-
-
-def prometheus_scrape_configs(hosts):
-    try:
-        return _monitoring.prometheus_scrape_configs(hosts)
-    except _monitoring.MonitoringError as exc:
-        raise AnsibleFilterError("prometheus_scrape_configs: %s" % exc) from exc
+from ansible_collections.pro6000.inference.plugins.plugin_utils._filters import engine_filters
 
 
 class FilterModule:
     def filters(self):
-        return {"prometheus_scrape_configs": prometheus_scrape_configs}
+        return engine_filters(_monitoring.MonitoringError, prometheus_scrape_configs=_monitoring.prometheus_scrape_configs)

@@ -43,17 +43,10 @@ _value:
   type: str
 """
 
-from ansible.errors import AnsibleFilterError
 from ansible_collections.pro6000.inference.plugins.module_utils import _monitoring
-
-
-def smoke_textfile(result, weights_mount=None):
-    try:
-        return _monitoring.smoke_textfile(result, weights_mount)
-    except _monitoring.MonitoringError as exc:
-        raise AnsibleFilterError("smoke_textfile: %s" % exc) from exc
+from ansible_collections.pro6000.inference.plugins.plugin_utils._filters import engine_filters
 
 
 class FilterModule:
     def filters(self):
-        return {"smoke_textfile": smoke_textfile}
+        return engine_filters(_monitoring.MonitoringError, smoke_textfile=_monitoring.smoke_textfile)

@@ -44,17 +44,10 @@ _value:
   type: dict
 """
 
-from ansible.errors import AnsibleFilterError
 from ansible_collections.pro6000.inference.plugins.module_utils import _monitoring
-
-
-def web_config(users, site):
-    try:
-        return _monitoring.web_config(users, site)
-    except _monitoring.MonitoringError as exc:
-        raise AnsibleFilterError("web_config: %s" % exc) from exc
+from ansible_collections.pro6000.inference.plugins.plugin_utils._filters import engine_filters
 
 
 class FilterModule:
     def filters(self):
-        return {"web_config": web_config}
+        return engine_filters(_monitoring.MonitoringError, web_config=_monitoring.web_config)

@@ -137,8 +137,8 @@ def test_a_host_listed_twice_is_refused():
 
 
 def test_the_filter_passes_the_weights_mount_on():
-    from ansible_collections.pro6000.inference.plugins.filter.smoke_textfile import smoke_textfile
-    text = smoke_textfile({}, {"path": "/srv/models", "mountpoint": "/"})
+    from ansible_collections.pro6000.inference.plugins.filter.smoke_textfile import FilterModule
+    text = FilterModule().filters()["smoke_textfile"]({}, {"path": "/srv/models", "mountpoint": "/"})
     assert 'pro6000_smoke_weights_directory_info{mountpoint="/",path="/srv/models"} 1.0' in text
 
 
