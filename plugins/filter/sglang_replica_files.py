@@ -14,15 +14,15 @@ version_added: 0.1.0
 description:
   - For each replica and each kind of O(spec), in the order of O(spec), one entry with the
     replica's C(path) (its name put in for C(%s)), C(template), C(owner), C(group), C(mode) and
-    C(secret): an entry of O(pro6000.inference.host_state#module:files) of
+    C(secret), an entry of O(pro6000.inference.host_state#module:files) of
     M(pro6000.inference.host_state), which the change step's M(ansible.builtin.template) loop also
     reads.
   - With O(item_name), each entry also gets C(template_vars), the replica under that name, so that
     host_state's action plugin renders each replica's templates as a task looping over the
     replicas with that C(loop_var) renders them.
   - With O(last_good_dir), each entry also gets its C(kind), C(kept), the path of the copy kept
-    there once the replica passed its health gate, and C(kept_mode), that copy's mode: what
-    keeping, rolling back and retiring read.
+    there once the replica passed its health gate, and C(kept_mode), that copy's mode (what
+    keeping, rolling back and retiring read).
 options:
   _input:
     description: The replicas of P(pro6000.inference.sglang_replica_plan#filter), or only their names (retiring needs no more).

@@ -111,9 +111,9 @@ options:
         type: str
       template_vars:
         description:
-          - Variables the template sees besides the task's, as P(ansible.builtin.template#lookup) takes them:
-            one template rendered for each of several items (a replica per entry), as a task looping
-            with C(loop_var) renders it.
+          - Variables the template sees besides the task's, as P(ansible.builtin.template#lookup) takes them,
+            so that one template is rendered for each of several items (a replica per entry) as a task
+            looping with C(loop_var) renders it.
         type: dict
       variable_start_string:
         description: The template's variable start delimiter, as M(ansible.builtin.template) takes it.
