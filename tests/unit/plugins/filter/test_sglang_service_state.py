@@ -88,20 +88,12 @@ def test_units_of_the_replicas_then_the_gateway_enabled_as_asked():
         {"name": "sglang-qwen-0.service", "active": True, "enabled": True}]
 
 
-# The role's own steps in miniature: each replica's files written by one template loop over its
-# entries (tasks/replica.yml), included once per replica under the role's loop_var, then every
-# replica compared by host_state from the same spec (tasks/main.yml).
-REPLICA_TASKS = """
-- name: Write the files of the replica
-  ansible.builtin.template:
-    src: "{{ item.template }}"
-    dest: "{{ item.path }}"
-    owner: "{{ item.owner }}"
-    group: "{{ item.group }}"
-    mode: "{{ item.mode }}"
-  loop: "{{ [__sglang_service_replica] | pro6000.inference.sglang_replica_files(spec, last_good_dir=out ~ '/last-good') }}"
-  no_log: "{{ item.secret }}"
-"""
+# The role's own write task (tasks/replica.yml), included once per replica under the role's
+# loop_var, then every replica compared by host_state from the same spec (as tasks/main.yml does).
+def role_write_task():
+    tasks = yaml.safe_load((ROLE / "tasks" / "replica.yml").read_text())
+    return [task for task in tasks if "ansible.builtin.template" in task]
+
 
 PLAY_TASKS = """
 - name: Change each replica
@@ -121,6 +113,8 @@ PLAY_TASKS = """
     dest: "{{ out }}/r1.secrets.yaml"
     mode: "0640"
     group: "{{ spec.secrets.group }}"
+  diff: false
+  no_log: true
 
 - name: Compare again
   pro6000.inference.host_state:
@@ -135,12 +129,15 @@ PLAY_TASKS = """
 """
 
 
-def test_replicas_written_from_the_spec_show_no_drift_and_an_edit_is_drift(tmp_path):
+def test_replicas_written_by_the_role_from_the_spec_show_no_drift_and_an_edit_is_drift(tmp_path):
     role = tmp_path / "roles" / "service"
     (role / "templates").mkdir(parents=True)
     (role / "tasks").mkdir()
     (role / "tasks" / "main.yml").write_text(PLAY_TASKS)
-    (role / "tasks" / "replica.yml").write_text(REPLICA_TASKS)
+    (role / "tasks" / "replica.yml").write_text(json.dumps(role_write_task()))
+    (role / "vars").mkdir()
+    (role / "vars" / "main.yml").write_text(json.dumps({"__sglang_service_replica_own_files": (
+        "{{ [__sglang_service_replica] | pro6000.inference.sglang_replica_files(spec, last_good_dir=out ~ '/last-good') }}")}))
     (role / "templates" / "unit.j2").write_text("[Service]\nExecStart=/bin/sglang --port {{ __sglang_service_replica.port }}\n"
                                                 "{% if site %}\nEnvironment=SITE={{ site }}\n{% endif %}\n")
     (role / "templates" / "secrets.j2").write_text("port: {{ __sglang_service_replica.port }}\n")
@@ -159,15 +156,17 @@ def test_replicas_written_from_the_spec_show_no_drift_and_an_edit_is_drift(tmp_p
     bindir = pathlib.Path(sys.executable).parent
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=str(REPO_ROOT / "collections"), ANSIBLE_LOCALHOST_WARNING="False",
                ANSIBLE_INVENTORY_UNPARSED_WARNING="False", PATH=os.pathsep.join([str(bindir), os.environ.get("PATH", "")]))
-    done = subprocess.run([str(bindir / "ansible-playbook"), "-i", "localhost,", str(tmp_path / "play.yml")],
+    done = subprocess.run([str(bindir / "ansible-playbook"), "--diff", "-vvv", "-i", "localhost,", str(tmp_path / "play.yml")],
                           env=env, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     assert (out / "r1.service").read_text() == "[Service]\nExecStart=/bin/sglang --port 30002\nEnvironment=SITE=lab\n"
     results = json.loads((out / "results.json").read_text())
     assert results["as_written"]["drift"] == []
     assert results["edited"]["drift"] == ["%s: content differs from the wanted one" % (out / "r1.secrets.yaml")]
-    # The secret's text stays on the controller: neither its content nor a checksum comes back.
-    assert "port: 30002" not in done.stdout
+    # A secret file is neither logged nor shown as a diff, even with --diff -vvv; the unit is shown.
+    assert "+ExecStart=/bin/sglang --port 30002" in done.stdout
+    assert "port: 3000" not in done.stdout + done.stderr
+    # Nor does its checksum come back from the comparison.
     assert all("checksum" not in entry for entry in results["as_written"]["files"] if entry["path"].endswith(".yaml"))
 
 
