@@ -17,7 +17,7 @@ from ansible.plugins.action import ActionBase
 
 # What the controller consumes: the module is never given a template, nor a content, which may
 # be a secret.
-RENDERED = ("template", "content", "variable_start_string", "variable_end_string", "secret")
+RENDERED = ("template", "template_vars", "content", "variable_start_string", "variable_end_string", "secret")
 # What only the change step reads (ansible.builtin.template's validate, the handlers to notify).
 CHANGE_ONLY = ("validate", "notify")
 
@@ -53,6 +53,8 @@ class ActionModule(ActionBase):
         if template is None and (spec.get("variable_start_string") or spec.get("variable_end_string")):
             raise AnsibleError("files[%s]: variable_start_string and variable_end_string are a template's delimiters, "
                                "but no template is given" % path)
+        if template is None and spec.get("template_vars"):
+            raise AnsibleError("files[%s]: template_vars are a template's variables, but no template is given" % path)
         wanted = {key: value for key, value in spec.items() if key not in RENDERED + CHANGE_ONLY}
         if template is not None:
             rendered = self._render(template, spec, task_vars)
@@ -69,12 +71,13 @@ class ActionModule(ActionBase):
     def _render(self, template, spec, task_vars):
         """As ansible.builtin.template renders it for ansible.builtin.copy to write: found in the
         templates of the task's role first, then the play's, with the options that module's
-        defaults give (the template lookup's, which match them)."""
+        defaults give (the template lookup's, which match them), and the entry's own variables (a
+        file rendered once per item, as a task looping with loop_var renders it)."""
         try:
             source = self._find_needle("templates", template)
         except AnsibleError as exc:
             raise AnsibleError("files[%s].template: %s" % (spec.get("path"), to_text(exc.message))) from exc
-        delimiters = {key: spec[key] for key in ("variable_start_string", "variable_end_string") if spec.get(key)}
+        options = {key: spec[key] for key in ("variable_start_string", "variable_end_string", "template_vars") if spec.get(key)}
         lookup = self._shared_loader_obj.lookup_loader.get("ansible.builtin.template", loader=self._loader,
                                                            templar=self._templar)
-        return lookup.run([source], task_vars, **delimiters)[0]
+        return lookup.run([source], task_vars, **options)[0]

@@ -1,79 +1,97 @@
 # -*- coding: utf-8 -*-
 # Copyright: contributors to pro6000.inference
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The files of every SGLang replica as role sglang_service writes them (tasks/replica.yml), in
-the shape module host_state compares: the one place that says their paths, owners and modes
-for the comparison."""
+"""Every SGLang replica's files from the one per-kind declaration of role sglang_service
+(vars/main.yml, __sglang_service_replica_spec): the entries its comparison, its change, its
+rollback and its retire all read, so that no step spells a replica's files out."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: sglang_replica_files
-short_description: Each SGLang replica's environment, secrets and unit file, as module host_state compares them
+short_description: Each SGLang replica's files from one per-kind declaration
 version_added: 0.1.0
 description:
-  - For each replica of P(pro6000.inference.sglang_replica_plan#filter), three
-    O(pro6000.inference.host_state#module:files) entries of M(pro6000.inference.host_state),
-    its environment file (root's alone, mode C(0600)) and its secrets file (root and
-    O(paths.group) read it, mode C(0640)), both compared by content, and its unit (mode C(0644)),
-    compared by the SHA-1 of its rendered text as M(ansible.builtin.template) computes it.
-  - The texts are rendered by the caller, as the replica tasks render them (lookup
-    P(pro6000.inference.template_each#lookup)), since a filter cannot render templates.
+  - For each replica and each kind of O(spec), in the order of O(spec), one entry with the
+    replica's C(path) (its name put in for C(%s)), C(template), C(owner), C(group), C(mode) and
+    C(secret), an entry of O(pro6000.inference.host_state#module:files) of
+    M(pro6000.inference.host_state), which the change step's M(ansible.builtin.template) loop also
+    reads.
+  - With O(item_name), each entry also gets C(template_vars), the replica under that name, so that
+    host_state's action plugin renders each replica's templates as a task looping over the
+    replicas with that C(loop_var) renders them.
+  - With O(last_good_dir), each entry also gets its C(kind), C(kept), the path of the copy kept
+    there once the replica passed its health gate, and C(kept_mode), that copy's mode (what
+    keeping, rolling back and retiring read).
 options:
   _input:
-    description: The replicas of the plan, each with its C(name).
+    description: The replicas of P(pro6000.inference.sglang_replica_plan#filter), or only their names (retiring needs no more).
     type: list
-    elements: dict
+    elements: raw
     required: true
-  renderings:
-    description: For each replica, in the same order, its rendered environment, secrets and unit, in that order.
-    type: list
-    elements: list
-    required: true
-  paths:
-    description: >-
-      C(unit), C(env) and C(secrets), each a path with C(%s) standing for the replica's name, and
-      C(group), the service group that reads the secrets.
+  spec:
+    description:
+      - Kind (C(unit), C(env), C(secrets)) to its declaration, C(path) with C(%s) standing for the
+        replica's name, C(template), C(owner), C(group), C(mode), C(secret) and C(kept_mode).
     type: dict
     required: true
+  item_name:
+    description: The variable under which the templates see the replica.
+    type: str
+  last_good_dir:
+    description: Where the copies that last passed the health gate are kept.
+    type: str
 """
 
 EXAMPLES = r"""
 - name: Compare the replicas' files with what the role would write
   pro6000.inference.host_state:
-    files: >-
-      {{ layout.replicas | pro6000.inference.sglang_replica_files(
-           query('pro6000.inference.template_each', 'sglang.env.j2', 'sglang.secrets.yaml.j2', 'sglang.service.j2',
-                 items=layout.replicas, item_name='__sglang_service_replica'),
-           {'unit': '/etc/systemd/system/%s.service', 'env': '/etc/sglang/%s.env',
-            'secrets': '/etc/sglang/%s.secrets.yaml', 'group': 'sglang'}) }}
+    files: "{{ layout.replicas | pro6000.inference.sglang_replica_files(spec, item_name='__sglang_service_replica') }}"
+
+- name: Remove the files of the retired replicas and their last good copies
+  ansible.builtin.file:
+    path: "{{ item }}"
+    state: absent
+  loop: "{{ retired | map(attribute='path') | list + retired | map(attribute='kept') | list }}"
+  vars:
+    retired: "{{ ['sglang-qwen'] | pro6000.inference.sglang_replica_files(spec, last_good_dir='/etc/sglang-qwen/last-good') }}"
 """
 
 RETURN = r"""
 _value:
-  description: Three entries per replica (environment, secrets, unit), replica by replica.
+  description: One entry per replica and kind, replica by replica, each replica's kinds in the order of O(spec).
   type: list
   elements: dict
 """
 
-import hashlib
+import posixpath
 
 from ansible.errors import AnsibleFilterError
 
+# What each kind declares for the comparison and the change, and for the copy kept of it.
+DECLARED = ("template", "owner", "group", "mode", "secret")
+KEPT = ("kept_mode",)
 
-def sglang_replica_files(replicas, renderings, paths):
-    if len(renderings) != len(replicas) or any(len(texts) != 3 for texts in renderings):
-        raise AnsibleFilterError("sglang_replica_files: wants an environment, secrets and unit text for each of the "
-                                 "%d replica(s), got %d rendering(s)" % (len(replicas), len(renderings)))
+
+def sglang_replica_files(replicas, spec, item_name=None, last_good_dir=None):
+    if not isinstance(spec, dict) or not spec:
+        raise AnsibleFilterError("sglang_replica_files: spec must map each kind of file to its declaration")
+    for kind, declared in spec.items():
+        missing = [key for key in ("path",) + DECLARED + (KEPT if last_good_dir else ()) if key not in declared]
+        if missing or "%s" not in declared["path"]:
+            raise AnsibleFilterError("sglang_replica_files: spec.%s needs path (with %%s for the replica's name), %s; "
+                                     "missing %s" % (kind, ", ".join(DECLARED + KEPT), ", ".join(missing) or "%s in path"))
     files = []
-    for replica, (env, secrets, unit) in zip(replicas, renderings):
-        name = replica["name"]
-        files += [
-            {"path": paths["env"] % name, "content": env, "owner": "root", "group": "root", "mode": "0600"},
-            {"path": paths["secrets"] % name, "content": secrets, "owner": "root", "group": paths["group"], "mode": "0640"},
-            {"path": paths["unit"] % name, "checksum": hashlib.sha1(unit.encode("utf-8", "surrogateescape")).hexdigest(),
-             "owner": "root", "group": "root", "mode": "0644"},
-        ]
+    for replica in replicas:
+        name = replica if isinstance(replica, str) else replica["name"]
+        for kind, declared in spec.items():
+            path = declared["path"] % name
+            entry = dict({"path": path}, **{key: declared[key] for key in DECLARED})
+            if item_name:
+                entry["template_vars"] = {item_name: replica}
+            if last_good_dir:
+                entry.update(kind=kind, kept=posixpath.join(last_good_dir, posixpath.basename(path)), kept_mode=declared["kept_mode"])
+            files.append(entry)
     return files
 
 

@@ -109,6 +109,12 @@ options:
             M(ansible.builtin.template) searches), rendered on the controller with the task's
             variables as that module renders it; only its SHA-1 reaches the host.
         type: str
+      template_vars:
+        description:
+          - Variables the template sees besides the task's, as P(ansible.builtin.template#lookup) takes them,
+            so that one template is rendered for each of several items (a replica per entry) as a task
+            looping with C(loop_var) renders it.
+        type: dict
       variable_start_string:
         description: The template's variable start delimiter, as M(ansible.builtin.template) takes it.
         type: str
@@ -551,6 +557,7 @@ def main():
                 checksum=dict(type="str"),
                 secret_checksum=dict(type="str", no_log=True),
                 template=dict(type="str"),
+                template_vars=dict(type="dict"),
                 variable_start_string=dict(type="str"),
                 variable_end_string=dict(type="str"),
                 content=dict(type="str", no_log=True),
@@ -594,7 +601,7 @@ def main():
     for spec in params["files"]:
         if spec["mode"] is not None and not (spec["mode"].isdigit() and set(spec["mode"]) <= set("01234567")):
             module.fail_json(msg="files[%s].mode = %r: must be an octal string such as '0644'" % (spec["path"], spec["mode"]))
-        if spec["template"] is not None or spec["content"] is not None:
+        if spec["template"] is not None or spec["template_vars"] is not None or spec["content"] is not None:
             module.fail_json(msg="files[%s]: a template or content is rendered by this module's action plugin on the "
                                  "controller; run the module as pro6000.inference.host_state" % spec["path"])
         if spec["checksum"] and spec["secret_checksum"]:

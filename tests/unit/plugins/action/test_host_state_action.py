@@ -61,6 +61,12 @@ TASKS = """
   register: stray_delimiters
   ignore_errors: true
 
+- name: Give template variables without a template
+  pro6000.inference.host_state:
+    files: [{path: "{{ out }}/x", checksum: "{{ '0' * 40 }}", template_vars: {replica: r0}}]
+  register: stray_template_vars
+  ignore_errors: true
+
 - name: Give a content and a checksum
   pro6000.inference.host_state:
     files: [{path: "{{ out }}/password", checksum: "{{ '0' * 40 }}", content: "{{ password }}"}]
@@ -70,7 +76,7 @@ TASKS = """
 - name: Keep what each run answered
   ansible.builtin.copy:
     content: "{{ {'as_written': as_written, 'edited': edited, 'missing': missing, 'stray_delimiters': stray_delimiters,
-                  'both': both} | to_json }}"
+                  'stray_template_vars': stray_template_vars, 'both': both} | to_json }}"
     dest: "{{ out }}/results.json"
     mode: "0644"
 """
@@ -150,6 +156,7 @@ def test_a_content_is_compared_and_never_passed_shown_or_returned(played):
 @pytest.mark.parametrize("case, message", [
     ("missing", "files[{out}/x].template: Could not find or access 'no-such.j2'"),
     ("stray_delimiters", "files[{out}/x]: variable_start_string and variable_end_string are a template's delimiters"),
+    ("stray_template_vars", "files[{out}/x]: template_vars are a template's variables, but no template is given"),
     ("both", "files[{out}/password]: checksum and content are alternatives, give one"),
 ])
 def test_bad_entries_fail_naming_the_path(played, case, message):
