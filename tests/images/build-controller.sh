@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the controller image of the newest-line lane: Debian 13 "trixie" from Debian's own
-# packages (Python 3.13; ansible-core 2.20 and later need Python >= 3.12, which Debian 12 lacks),
+# packages (Python 3.13, which ansible-core 2.22 needs; Debian 12 has 3.11, Ubuntu 24.04 3.12),
 # with the toolchain of controller/requirements.txt from the Python index in /opt/controller.
 # The image is no host: no systemd, it runs one command and goes (tests/scripts/newest-lane.sh).
 #
@@ -9,7 +9,7 @@
 set -euo pipefail
 
 suite=trixie
-image=${1:-pro6000/controller-trixie:latest}
+image=${1:?usage: build-controller.sh IMAGE (newest-lane.sh names it by its ansible-core pin)}
 here=$(cd "$(dirname "$0")" && pwd)
 ca_dir=/usr/local/share/ca-certificates
 # git: ansible-test reads the file list from git; shellcheck: its sanity test; procps: the tests
