@@ -25,8 +25,17 @@ SETUP_STARTED := $(shell date +%s)
 test: venv galaxy-venv host image
 	PRO6000_SETUP_STARTED=$(SETUP_STARTED) tests/scripts/run-all.sh $(SCENARIOS)
 
+# The main toolchain's Python: Ubuntu 24.04's own, python3.12 (package python3-venv for its venv
+# module); ansible-core 2.21 needs >= 3.12. PYTHON=... names another interpreter.
+PYTHON ?= python3.12
+
+# A venv of another Python (the 3.11 one of earlier pins) is made anew, not upgraded in place.
 $(BIN)/activate: requirements.txt
-	python3 -m venv $(VENV)
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null || { \
+	  echo "make venv: '$(PYTHON)' is not a working Python >= 3.12; install python3.12 and" \
+	    "python3-venv (Ubuntu 24.04's), or name one: make venv PYTHON=/path/to/python3.12" >&2; exit 1; }
+	if [ -x $(BIN)/python ] && [ "$$($(BIN)/python -V)" != "$$($(PYTHON) -V)" ]; then rm -rf $(VENV); fi
+	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -r requirements.txt
 	touch $@
 
@@ -57,7 +66,7 @@ unit: venv
 integration: venv
 	python -m pytest tests/integration -q
 
-# The newest ansible-core line (2.21 on Python 3.13) from a controller image of its own:
+# The newest ansible-core line (2.22 on Python 3.13) from a controller image of its own:
 # sanity, unit tests and the cuda_toolkit scenario (tests/scripts/newest-lane.sh).
 newest: host
 	tests/scripts/newest-lane.sh

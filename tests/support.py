@@ -47,6 +47,15 @@ def load_module(name, path):
     return module
 
 
+def as_the_controller_takes(result):
+    """A module's JSON result as the controller takes it: from ansible-core 2.22 on, a module
+    hands the values it masks (no_log) to the controller's masker in ``_ansible_new_secrets``,
+    and the controller removes that key before anything shows or registers the result
+    (ansible/_internal/_task.py). Earlier lines send no such key."""
+    result.pop("_ansible_new_secrets", None)
+    return result
+
+
 def run_module_file(name, args, workdir, pythonpath=(), environ=None, timeout=120):
     """Run the collection's module ``name`` as Ansible runs it, a process reading its arguments
     from a file written into ``workdir``, with the checkout importable; returns its JSON result.
@@ -58,7 +67,7 @@ def run_module_file(name, args, workdir, pythonpath=(), environ=None, timeout=12
                PYTHONPATH=os.pathsep.join([str(REPO_ROOT / "collections"), *map(str, pythonpath)]))
     done = subprocess.run([sys.executable, str(REPO_ROOT / "plugins" / "modules" / f"{name}.py"), str(args_file)],
                           env=env, capture_output=True, text=True, timeout=timeout, check=False)
-    return json.loads(done.stdout)
+    return as_the_controller_takes(json.loads(done.stdout))
 
 
 def run_main(main, args, capsys):
@@ -70,7 +79,7 @@ def run_main(main, args, capsys):
     with patch_module_args(args):
         with pytest.raises(SystemExit) as exit_info:
             main()
-    return exit_info.value.code != 0, json.loads(capsys.readouterr().out)
+    return exit_info.value.code != 0, as_the_controller_takes(json.loads(capsys.readouterr().out))
 
 
 class Dribble:
@@ -193,7 +202,7 @@ def run_module_measured(name, args, workdir, memory_limit, timeout):
                            str(REPO_ROOT / "plugins" / "modules" / f"{name}.py"), str(args_file)],
                           env=env, capture_output=True, text=True, timeout=timeout, check=False)
     try:
-        result = json.loads(done.stdout)
+        result = as_the_controller_takes(json.loads(done.stdout))
     except ValueError:
         result = None
     peak, seconds = report.read_text().split()

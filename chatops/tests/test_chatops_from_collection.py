@@ -2,9 +2,10 @@
 environment installs it from there, offline, then runs it (issue #40 item 7).
 
 Nothing here reaches an index: pip gets ``--no-index`` and no configuration, the bot's
-dependencies and its build backend come from the wheels that scenario chatops_bot collects
-(``.cache/chatops-bot-wheels``; made here the same way when they are missing, from the
-configured package index)."""
+dependencies and its build backend come from wheels collected once for this Python and this
+list of dependencies (``.cache/chatops-bot-wheels-python<X.Y>-<hash of pyproject.toml>``, from
+the configured package index; scenario chatops_bot collects the same for its host's Python)."""
+import hashlib
 import os
 import subprocess
 import sys
@@ -14,7 +15,10 @@ import pytest
 
 from chatops_support import REPO_ROOT
 
-WHEELS = REPO_ROOT / ".cache" / "chatops-bot-wheels"
+# Wheels of another Python (binary ones, ansible-core's line) or of an older dependency list
+# would not install: the folder is named by both.
+WHEELS = REPO_ROOT / ".cache" / "chatops-bot-wheels-python{}.{}-{}".format(
+    *sys.version_info[:2], hashlib.sha256((REPO_ROOT / "chatops" / "pyproject.toml").read_bytes()).hexdigest()[:16])
 ANSIBLE_GALAXY = os.path.join(os.path.dirname(sys.executable), "ansible-galaxy")
 # The fresh environment's: no pip configuration (pip is told everything on its command line),
 # and no PYTHONPATH that could import another copy of the bot.
@@ -38,7 +42,7 @@ def unpacked(tmp_path_factory):
 @pytest.fixture(scope="module")
 def wheels(unpacked):
     if not list(WHEELS.glob("setuptools-*.whl")):
-        # As molecule/chatops_bot/prepare.yml collects them.
+        # As molecule/chatops_bot/prepare.yml collects them, for this Python.
         subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(WHEELS),
                         str(unpacked[0] / "chatops"), "setuptools"], check=True, capture_output=True, timeout=600)
     return WHEELS

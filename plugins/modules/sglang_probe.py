@@ -189,7 +189,7 @@ server:
         draft_model_path: /srv/models/Qwen3.6-27B-DFlash
         avg_spec_accept_length: [6.8]
 server_info:
-  description: The server's own C(/server_info) document, unchanged.
+  description: The server's own C(/server_info) document, unchanged but for the key and the URL's credentials, masked as C(********).
   returned: when the server answered its health check
   type: dict
 model_info:
@@ -207,6 +207,7 @@ mismatches:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.parameters import remove_values
 
 from ansible_collections.pro6000.inference.plugins.module_utils._sglang.client import (
     SERVER_ARGUMENT_SPEC,
@@ -358,7 +359,11 @@ def check_server(module, params, url, unit):
         return {"mismatches": []}, str(exc)
     if unit:
         server.update(unit=unit, invocation=unit_invocation(module, unit))
-    result = {"server": server, "server_info": info, "model_info": model_info, "mismatches": compare(params, server)}
+    # The server's own documents echo its key (server_info's api_key) and the URL's credentials.
+    # ansible-core 2.22 no longer masks no_log values in a module's result (it hands them to the
+    # controller's masker instead), so the module masks them itself, as 2.21 did at exit.
+    result = remove_values({"server": server, "server_info": info, "model_info": model_info,
+                            "mismatches": compare(params, server)}, module.no_log_values)
     if result["mismatches"]:
         return result, "The server at %s does not serve what was expected: %s" % (
             server["url"], "; ".join(describe(m) for m in result["mismatches"]))

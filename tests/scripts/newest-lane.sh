@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The newest supported ansible-core line, from a controller of its own: the image that
-# tests/images/build-controller.sh builds (Debian 13, Python 3.13, ansible-core 2.21), running
+# tests/images/build-controller.sh builds (Debian 13, Python 3.13, ansible-core 2.22), running
 # against this checkout (mounted at the same path) and the host's Docker engine:
 #
 #   sanity   ansible-test sanity, as tests/scripts/sanity.sh runs it here
@@ -13,13 +13,17 @@
 # Arguments: the steps to run (default: all three).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
-image=pro6000/controller-trixie:latest
+# Image and ansible-test's environments are named by the ansible-core version the image pins:
+# checkouts on different pins (a branch that moves the lane, main) keep their own side by side
+# instead of rebuilding over each other's.
+version=$(sed -n 's/^ansible-core==//p' "$top/tests/images/controller/requirements.txt")
+image=pro6000/controller-trixie:ansible-core-$version
 "$top/tests/images/build-controller.sh" "$image"
 
 # ansible-test's virtual environments and pip's cache outlive the container: a second run
 # installs nothing again.
 cache="$top/.cache/newest-lane"
-mkdir -p "$cache/ansible-test" "$cache/pip"
+mkdir -p "$cache/ansible-test-$version" "$cache/pip"
 instance=pro6000-cuda_toolkit-newest
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(sanity unit converge)
@@ -36,7 +40,7 @@ run() {
   docker run --rm --network host \
     "${mounts[@]}" -w "$top" \
     -v /var/run/docker.sock:/var/run/docker.sock \
-    -v "$cache/ansible-test:/root/.ansible/test" -v "$cache/pip:/root/.cache/pip" \
+    -v "$cache/ansible-test-$version:/root/.ansible/test" -v "$cache/pip:/root/.cache/pip" \
     -e ANSIBLE_COLLECTIONS_PATH="$top/collections" -e ANSIBLE_INJECT_FACT_VARS=False \
     -e PRO6000_CUDA_TOOLKIT_INSTANCE="$instance" -e PRO6000_TEST_CHECKOUT \
     "$image" "$@"

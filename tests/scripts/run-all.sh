@@ -49,6 +49,8 @@ add lint tests/scripts/lint.sh
 # image builds for much of its time.
 add newest-lane tests/scripts/newest-lane.sh
 add pytest python -m pytest tests/unit tests/integration chatops/tests -q -rfE --durations=20
+# The execution environment's image runs ansible-core 2.19 on Python 3.11: the legacy line's
+# only lane (README, "Tests": a sanity and unit lane of its own would need a third image).
 add execution-environment tests/scripts/ee.sh
 add sanity tests/scripts/sanity.sh
 add collection-build collection_build

@@ -32,5 +32,5 @@ cd "$tree"
 git init -q && git add -A
 # The tree is the only copy of the collection the tests see, whatever is installed elsewhere.
 export ANSIBLE_COLLECTIONS_PATH="$work"
-# The controller's own Python: 3.11 here, 3.13 on the newest-line controller.
+# The controller's own Python: 3.12 here, 3.13 on the newest-line controller.
 ansible-test sanity --venv --python "$(python -c 'import sys; print("%d.%d" % sys.version_info[:2])')" --color no "$@"

@@ -15,7 +15,7 @@ from ansible.module_utils import _internal as module_utils_internal
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.pro6000.inference.plugins.modules import model_lock
-from support import HubDouble, weights_commit as commit
+from support import HubDouble, as_the_controller_takes, weights_commit as commit
 
 TOKEN = "hf_lock_unit_token"
 TARGET = "Qwen/Qwen3.6-27B"
@@ -41,7 +41,7 @@ def run(args, check_mode=False, diff=False):
     with patch_module_args(dict(args, **extra)), contextlib.redirect_stdout(out), pytest.raises(SystemExit), \
             mock.patch.object(module_utils_internal, "is_controller", False):
         model_lock.main()
-    return json.loads(out.getvalue())
+    return as_the_controller_takes(json.loads(out.getvalue()))
 
 
 def lock_args(hub, lock_dir, repo_id=TARGET, revision="main", **extra):

@@ -25,7 +25,7 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.pro6000.inference.plugins.module_utils._weights import stager
 from ansible_collections.pro6000.inference.plugins.modules import model_stage
-from support import free_port, load_module
+from support import as_the_controller_takes, free_port, load_module
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[3] / "fixtures"
 TOKEN = "hf_unit_token"
@@ -95,7 +95,7 @@ def run(args, check_mode=False):
     with patch_module_args(args), contextlib.redirect_stdout(out), pytest.raises(SystemExit), \
             mock.patch.object(module_utils_internal, "is_controller", False):
         model_stage.main()
-    return json.loads(out.getvalue())
+    return as_the_controller_takes(json.loads(out.getvalue()))
 
 
 def mirror_args(doubles, models, repo_id=TARGET, label="v1", **extra):
@@ -824,19 +824,24 @@ def test_a_slow_download_keeps_its_progress_file_current_and_removes_it_at_the_e
     progress = tmp_path / "progress.json"
     # The mirror double's slow link (its /_control/slow): 5 MiB of shards at 1 MiB/s per transfer.
     doubles.control("slow", match="safetensors", rate=1024 * 1024)
-    outcome = {}
-    arguments = mirror_args(doubles, models, progress_file=str(progress))
-    worker = threading.Thread(target=lambda: outcome.update(run(arguments)))
-    try:
-        worker.start()
-        seen = []
-        while worker.is_alive():
+    seen, done_running = [], threading.Event()
+
+    def watch():
+        while not done_running.is_set():
             document = progress_document(progress)
             if document and (not seen or document["updated"] != seen[-1]["updated"]):
                 seen.append(document)
             time.sleep(0.05)
-        worker.join()
+
+    # The module in the main thread, as where it runs: from ansible-core 2.22 on, AnsibleModule
+    # sets a signal handler (SIGUSR1, for stack traces), which only the main thread may.
+    watcher = threading.Thread(target=watch)
+    try:
+        watcher.start()
+        outcome = run(mirror_args(doubles, models, progress_file=str(progress)))
     finally:
+        done_running.set()
+        watcher.join()
         doubles.control("slow", match="", rate=0)
     assert outcome["changed"] and outcome["fetched_bytes"] == outcome["bytes"]
     assert not progress.exists()
