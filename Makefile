@@ -25,9 +25,13 @@ SETUP_STARTED := $(shell date +%s)
 test: venv galaxy-venv host image
 	PRO6000_SETUP_STARTED=$(SETUP_STARTED) tests/scripts/run-all.sh $(SCENARIOS)
 
-# The main toolchain's Python: Ubuntu 24.04's own, python3.12 (package python3-venv for its venv
-# module); ansible-core 2.21 needs >= 3.12. PYTHON=... names another interpreter.
-PYTHON ?= python3.12
+# The main toolchain's Python (ansible-core 2.21 needs >= 3.12): PYTHON=... names one; else
+# python3.12 on PATH (Ubuntu 24.04's own, with package python3-venv), else the newest 3.12 that
+# pyenv installed (its shim hides one while pyenv's global version is older).
+ifndef PYTHON
+PYTHON := $(shell for p in python3.12 $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.12*/bin/python3.12 2>/dev/null \
+	| sort -V -r); do $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { command -v $$p; break; }; done)
+endif
 
 # A venv of another Python (the 3.11 one of earlier pins) is made anew, not upgraded in place.
 $(BIN)/activate: requirements.txt

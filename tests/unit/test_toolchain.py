@@ -11,6 +11,7 @@ import os
 import pathlib
 import re
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -57,9 +58,28 @@ def test_the_newest_lane_runs_a_newer_line_than_the_main_toolchain_pinned_exactl
 
 def test_make_venv_takes_python3_12_not_the_default_python3():
     makefile = (REPO / "Makefile").read_text(encoding="utf-8")
-    assert re.search(r"^PYTHON \?= python3\.12$", makefile, re.M)
     rule = makefile.split("$(BIN)/activate: requirements.txt", 1)[1].split("\n\n", 1)[0]
     assert "$(PYTHON) -m venv $(VENV)" in rule and "python3 -m venv" not in rule
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="stands in for a Python 3.12 with the interpreter running the tests")
+def test_make_venv_finds_a_pyenv_python_3_12_that_no_shim_offers(tmp_path):
+    """A machine whose pyenv global version is older hides its 3.12 behind the shim: the Makefile
+    takes the newest 3.12 under $PYENV_ROOT/versions, not 3.11 and not an older 3.12."""
+    for version in ("3.12.1", "3.12.10", "3.11.7"):
+        (tmp_path / "pyenv" / "versions" / version / "bin").mkdir(parents=True)
+        name = "python" + ".".join(version.split(".")[:2])
+        (tmp_path / "pyenv" / "versions" / version / "bin" / name).symlink_to(sys.executable)
+    (tmp_path / "requirements.txt").write_text("", encoding="utf-8")
+    plain_path = os.pathsep.join(d for d in os.environ["PATH"].split(os.pathsep)
+                                 if not (pathlib.Path(d) / "python3.12").exists())
+    result = subprocess.run(
+        ["make", "-n", "-f", str(REPO / "Makefile"), "venv", "SCENARIOS=", "STAGE_SCENARIOS="],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False,
+        env={**{k: v for k, v in os.environ.items() if k != "PYTHON"}, "MAKEFLAGS": "", "PATH": plain_path,
+             "PYENV_ROOT": str(tmp_path / "pyenv")})
+    assert "%s -m venv .venv" % (tmp_path / "pyenv" / "versions" / "3.12.10" / "bin" / "python3.12") in result.stdout, (
+        result.stdout + result.stderr)
 
 
 def test_make_venv_stops_with_a_clear_error_when_python_3_12_is_absent(tmp_path):
