@@ -50,8 +50,9 @@ def test_each_task_gets_the_cpu_spent_until_the_next_one_starts(tmp_path, capsys
         ("(play)", "Burn 0.6 CPU-s in a process the fork waits for", 1), ("(play)", "Never run", 1)]
     burn = entries[2]
     assert burn["cpu"] >= 0.6 and burn["wall"] >= 0.6, entries
-    # The other tasks spend the controller's bookkeeping only, nothing near the burn.
-    assert all(0 <= e["cpu"] < 0.6 for e in entries if e is not burn), entries
+    # The other tasks spend the controller's bookkeeping only, nothing near the burn; the start
+    # (the interpreter's imports and the parse, from the process's start) may spend more.
+    assert all(0 <= e["cpu"] < 0.6 for e in entries[1:] if e is not burn) and entries[0]["cpu"] > 0, entries
 
     bench_fleet.report_roles(entries)
     printed = capsys.readouterr().out.splitlines()

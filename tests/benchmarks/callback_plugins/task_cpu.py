@@ -1,10 +1,10 @@
 """Where the controller's CPU goes, task by task: at each task's start the CPU of the
 ansible-playbook process and of every process it has reaped (its forks, which reap the docker CLI
-or ssh they run; finished forks are reaped first) is read, and the CPU since the previous task's
-start is that task's, for all its hosts together (the linear strategy starts a task once the
-previous one is done everywhere; a fork still exiting then is counted with the next task).
+or ssh they run; the forks of the task before are reaped first) is read, and the CPU since the
+previous task's start is that task's, for all its hosts together (the linear strategy starts a
+task once the previous one is done everywhere).
 bench_fleet.py enables it for the measured rerun and prints the sums per role; the time before
-the first task (parsing the playbooks, the inventory and its variables) is entry "(start)"."""
+the first task (from the process's start: its imports, the playbooks, the inventory) is entry "(start)"."""
 import json
 import multiprocessing
 import os
@@ -25,9 +25,11 @@ requirements: [enable in callbacks_enabled]
 
 
 def cpu_seconds():
-    # Reaps the forks that have finished: a fork is counted when reaped, and the task queue
-    # manager reaps one only when it reuses its slot, tasks later.
-    multiprocessing.active_children()
+    # A fork is counted when reaped, and the task queue manager reaps one only when it reuses its
+    # slot, tasks later: the forks of the task before, which have sent their results and are
+    # exiting, are waited for (a second at most each) and reaped here.
+    for fork in multiprocessing.active_children():
+        fork.join(1)
     own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
 
