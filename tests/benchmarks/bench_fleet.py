@@ -16,6 +16,11 @@ and measures that rerun:
   controller CPU-s / host user + system CPU of the ansible-playbook process and every process
                           it waited for (its forks, the docker CLI), from getrusage(CHILDREN)
   wall                    the rerun's elapsed time
+  per role                tasks, task results and controller CPU-s of the rerun by role, all hosts
+                          together (callback task_cpu beside this file: the CPU of the main
+                          process and its reaped forks between one task's start and the next),
+                          "(start)" being the parse of the playbooks and inventory before the
+                          first task
 
 Goals (issue #26) are printed beside the figures. The machine's 1-minute load average before
 and after the rerun goes with them. The containers are removed at the end (--keep leaves them
@@ -98,11 +103,15 @@ def environment():
     return env
 
 
-def playbook(inventory, path, extra, log, json_out=False):
-    """Runs ansible-playbook from the checkout; returns (rc, stdout, CPU-s, wall-s)."""
+def playbook(inventory, path, extra, log, json_out=False, task_cpu=None):
+    """Runs ansible-playbook from the checkout; returns (rc, stdout, CPU-s, wall-s). task_cpu:
+    the file callback task_cpu writes each task's CPU to."""
     env = environment()
     if json_out:
         env["ANSIBLE_STDOUT_CALLBACK"] = "ansible.posix.json"
+    if task_cpu:
+        env.update(ANSIBLE_CALLBACK_PLUGINS=str(pathlib.Path(__file__).parent / "callback_plugins"),
+                   ANSIBLE_CALLBACKS_ENABLED="task_cpu", TASK_CPU_FILE=str(task_cpu))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     proc = subprocess.run(["ansible-playbook", "-i", str(inventory), str(path), *extra],
@@ -178,12 +187,14 @@ def main():
             for rerun in range(1, args.reruns + 1):
                 load_before = os.getloadavg()[0]
                 with ExecCounter(names) as execs:
-                    rc, stdout, cpu, wall = playbook(inventory, REPO / "site.yml", extra, log, json_out=True)
+                    rc, stdout, cpu, wall = playbook(inventory, REPO / "site.yml", extra, log, json_out=True,
+                                                     task_cpu=logdir / "task-cpu.json")
                 load_after = os.getloadavg()[0]
                 if rc:
                     sys.exit(f"no-op rerun failed: see {log.name}")
                 stats = json.loads(stdout[stdout.index("{"):])["stats"]
                 report(args.hosts, rerun, stats, execs.counts, cpu, wall, (load_before, load_after))
+                report_roles(json.loads((logdir / "task-cpu.json").read_text()))
     finally:
         log.close()
         if not args.keep:
@@ -205,6 +216,19 @@ def report(n, rerun, stats, execs, cpu, wall, load):
     print(f"{'controller CPU-s / host':<30}{cpu / n:>12.1f}{GOALS['cpu']:>10.1f}")
     print(f"{'controller CPU-s (run)':<30}{cpu:>12.1f}")
     print(f"{'wall s':<30}{wall:>12.1f}", flush=True)
+
+
+def report_roles(entries):
+    """Tasks, task results and controller CPU-s by role (all hosts), the costliest first."""
+    roles = {}
+    for entry in entries:
+        tasks, results, cpu = roles.get(entry["role"], (0, 0, 0.0))
+        roles[entry["role"]] = (tasks + 1, results + entry["results"], cpu + entry["cpu"])
+    print(f"{'role':<20}{'tasks':>7}{'results':>9}{'CPU-s':>8}")
+    for role, (tasks, results, cpu) in sorted(roles.items(), key=lambda item: -item[1][2]):
+        print(f"{role:<20}{tasks:>7}{results:>9}{cpu:>8.1f}")
+    print(f"{'all':<20}{len(entries):>7}{sum(e['results'] for e in entries):>9}"
+          f"{sum(e['cpu'] for e in entries):>8.1f}", flush=True)
 
 
 if __name__ == "__main__":
