@@ -49,7 +49,10 @@ BASE_OWNED = {"torch", "torchvision", "torchaudio", "triton"}
 
 HERE = pathlib.Path(__file__).resolve().parent
 HOOK = HERE / "torchvision_cpu_ops.py"
-PYTHON = os.environ.get("PRO6000_ORACLE_PYTHON", sys.executable)
+# The only torch here is that CPU build, a wheel for CPython 3.11 (pip's find-links), so the
+# parsers' environments run on a 3.11 whatever Python the toolchain runs on (3.12 since
+# ansible-core 2.21): PRO6000_ORACLE_PYTHON names one, else python3.11 on PATH.
+PYTHON = os.environ.get("PRO6000_ORACLE_PYTHON") or shutil.which("python3.11") or sys.executable
 
 
 def cache_root():
