@@ -1,6 +1,7 @@
 """The batches in which site.yml and deploy.yml roll over a fleet, as ansible-core itself cuts
 them (PlaybookExecutor's serial batching over the play's templated `serial`): a canary host
 first, then a quarter of the fleet at a time; `site_serial` forces any other batching."""
+import os
 import pathlib
 
 import pytest
@@ -15,6 +16,18 @@ from ansible.vars.manager import VariableManager
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 PLAYBOOKS = ["playbooks/site.yml", "playbooks/deploy.yml"]
+
+
+@pytest.fixture(autouse=True)
+def stdio_stays_inheritable():
+    """The executor's TaskQueueManager makes stdin, stdout and stderr non-inheritable, as
+    ansible-playbook wants for itself (ansible-core 2.21 does; 2.19 did not); left so in the test process,
+    every later test's ansible-playbook would start without a stdin and its workers die ("Could
+    not detach from stdio")."""
+    before = {fd: os.get_inheritable(fd) for fd in (0, 1, 2)}
+    yield
+    for fd, inheritable in before.items():
+        os.set_inheritable(fd, inheritable)
 
 
 def batch_sizes(playbook, hosts, extra_vars, tmp_path):
