@@ -9,11 +9,14 @@ owner, group, mode) and the same list drives the comparison and the change."""
 from __future__ import annotations
 
 import hashlib
+import os
 
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_bytes, to_text
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
+from ansible.template import trust_as_template
+from ansible._internal._templating import _template_vars
 
 # What the controller consumes: the module is never given a template, nor a content, which may
 # be a secret.
@@ -70,14 +73,23 @@ class ActionModule(ActionBase):
 
     def _render(self, template, spec, task_vars):
         """As ansible.builtin.template renders it for ansible.builtin.copy to write: found in the
-        templates of the task's role first, then the play's, with the options that module's
-        defaults give (the template lookup's, which match them), and the entry's own variables (a
-        file rendered once per item, as a task looping with loop_var renders it)."""
+        templates of the task's role first, then the play's, with that module's defaults and the
+        template variables it adds, and the entry's own variables (a file rendered once per item,
+        as a task looping with loop_var renders it). The task's variables are copied shallowly, as
+        that module copies them: the template lookup, used here before, deep-copies all of them
+        for every file (tests/benchmarks/no-op-rerun-cost.md)."""
         try:
             source = self._find_needle("templates", template)
         except AnsibleError as exc:
             raise AnsibleError("files[%s].template: %s" % (spec.get("path"), to_text(exc.message))) from exc
-        options = {key: spec[key] for key in ("variable_start_string", "variable_end_string", "template_vars") if spec.get(key)}
-        lookup = self._shared_loader_obj.lookup_loader.get("ansible.builtin.template", loader=self._loader,
-                                                           templar=self._templar)
-        return lookup.run([source], task_vars, **options)[0]
+        variables = dict(task_vars)
+        variables.update(_template_vars.generate_ansible_template_vars(
+            path=template, fullpath=source, include_ansible_managed="ansible_managed" not in variables))
+        variables.update(spec.get("template_vars") or {})
+        searchpath = [os.path.dirname(source)]
+        for path in task_vars.get("ansible_search_path", []):
+            searchpath += [os.path.join(path, "templates"), path]
+        templar = self._templar.copy_with_new_env(available_variables=variables, searchpath=searchpath)
+        overrides = {key: spec[key] for key in ("variable_start_string", "variable_end_string") if spec.get(key)}
+        return templar.template(trust_as_template(self._loader.get_text_file_contents(source)),
+                                escape_backslashes=False, overrides=overrides)

@@ -12,11 +12,6 @@ import hashlib
 import ipaddress
 from urllib.parse import urlsplit, urlunsplit
 
-try:
-    from Crypto.Protocol.KDF import bcrypt
-except ImportError:  # reported by web_config, the one function that needs it
-    bcrypt = None
-
 
 # Metric names of the smoke result (node exporter textfile collector), one per gate of
 # module sglang_bench: the gate names it writes (decode_tps_c1, output_tps_c<N>, acceptance_length).
@@ -234,8 +229,12 @@ def web_config(users, site):
     Prometheus 2.24+ and Alertmanager 0.22+): ``basic_auth_users`` with a bcrypt hash of each
     password. The salt comes from ``site``, the user and the password, so that the same input
     gives the same file (a rerun changes nothing) while no two sites share a hash."""
-    if bcrypt is None:
-        raise MonitoringError("hashing the web passwords needs pycryptodome (bcrypt) on the controller")
+    # Imported here, by the one function that needs it: pycryptodome's import takes about 0.2 s of
+    # CPU, and every task that uses any filter of this file imports the file afresh in its fork.
+    try:
+        from Crypto.Protocol.KDF import bcrypt
+    except ImportError as exc:
+        raise MonitoringError("hashing the web passwords needs pycryptodome (bcrypt) on the controller") from exc
     hashed = {}
     for user, password in sorted(users.items()):
         secret = str(password).encode("utf-8")
