@@ -36,7 +36,8 @@ def load(host):
 
 
 def replica_states(lines):
-    """name -> (MainPID, ActiveEnterTimestampMonotonic, sha256 of env, unit, secrets, last good env)."""
+    """name -> (MainPID, ActiveEnterTimestampMonotonic, sha256 of its environment file, unit and
+    secrets file, then of their last good copies)."""
     return {line.split()[0]: tuple(line.split()[1:]) for line in lines}
 
 
@@ -71,22 +72,23 @@ def test_the_other_replicas_were_not_touched_by_the_change_that_failed_at_the_ca
     before, after = replica_states(canary_state["before"]), replica_states(canary_state["after"])
     # Same process since the same start, the same files, the same last good copy.
     for name in OTHERS:
-        assert len(before[name]) == 6 and after[name] == before[name], name
+        assert len(before[name]) == 8 and after[name] == before[name], name
 
 
 def test_the_canary_is_back_on_its_last_good_configuration(canary_state):
     before, after = replica_states(canary_state["before"]), replica_states(canary_state["after"])
-    pid, started, env, unit, secrets, kept_env = after[CANARY]
+    pid, started, files, kept = after[CANARY][0], after[CANARY][1], after[CANARY][2:5], after[CANARY][5:]
     # Restarted (twice: with the change, then with its last good configuration) ...
     assert (pid, started) != before[CANARY][:2]
-    # ... on the files it had before, which are its kept copy, serving draft length 16 again.
-    assert (env, unit, secrets, kept_env) == before[CANARY][2:] and env == kept_env
+    # ... on the files it had before (the unit holds the draft length), which are its kept copies,
+    # serving draft length 16 again.
+    assert after[CANARY][2:] == before[CANARY][2:] and files == kept
     assert canary_state["canary_draft_length"] == 16
 
 
 def test_the_change_that_passed_went_through_the_canarys_benchmark_first(host):
     rows = [line.split() for line in json.loads(host.file(TEST_DIR + "/canary-passed.json").content_string)]
-    # name -> (start, mtime of its last good environment file, non-streaming prompt tokens since start)
+    # name -> (start, when its last good unit was written, non-streaming prompt tokens since start)
     replicas = {name: (int(start), int(kept), float(non_streaming)) for name, start, kept, non_streaming in rows}
     canary_start, canary_kept, canary_benchmarked = replicas[CANARY]
     # Only the canary served non-streaming /generate requests (the benchmark's acceptance phase,
