@@ -1,5 +1,7 @@
-"""After the side effects: tensor parallel 2 on four GPUs (two replicas behind the gateway), the
-constant load through the speculative change lost no request, the replica on the faulty GPU was
+"""After the side effects: a change that failed the smoke gate stopped at the canary (rolled back,
+the three others untouched, no request lost), the same change under a floor it passes went through
+the canary's benchmark first, then to every replica, the constant load through it lost no request,
+tensor parallel 2 on four GPUs (two replicas behind the gateway), the replica on the faulty GPU was
 rolled back alone and named, and the smoke gate named the replica the gateway's pool lacked. (The API key's path through replicas and gateway is tested by
 molecule/sglang_service and tests/integration/test_gateway_argv_real_parser.py.)"""
 import json
@@ -14,6 +16,9 @@ from gateway_api import (  # noqa: E402
 )
 
 TEST_DIR = "/var/lib/replicas-test"
+CANARY, OTHERS = "sglang-qwen-0", ("sglang-qwen-1", "sglang-qwen-2", "sglang-qwen-3")
+# The failed requests through the gateway while the canary failed its gate, for the lead to quote.
+FIGURES = pathlib.Path(__file__).resolve().parents[3] / "build" / "figures" / "replicas-canary.txt"
 REPLICAS = {"sglang-qwen-0": (30001, "0,1"), "sglang-qwen-2": (30003, "2,3")}
 
 
@@ -28,6 +33,72 @@ def load(host):
           % (figures["sent"], figures["failed"], window["end"] - window["start"], min(inside),
              sorted(inside)[len(inside) // 2]))
     return figures, inside
+
+
+def replica_states(lines):
+    """name -> (MainPID, ActiveEnterTimestampMonotonic, sha256 of its environment file, unit and
+    secrets file, then of their last good copies)."""
+    return {line.split()[0]: tuple(line.split()[1:]) for line in lines}
+
+
+@pytest.fixture(scope="module")
+def canary_state(host):
+    return json.loads(host.file(TEST_DIR + "/canary-state.json").content_string)
+
+
+def test_the_change_that_failed_the_smoke_gate_lost_no_request_through_the_gateway(host):
+    figures = json.loads(host.file(TEST_DIR + "/canary-load.json").content_string)
+    line = ("canary failed its smoke gate under constant load through the gateway: %d requests sent, %d failed"
+            % (figures["sent"], figures["failed"]))
+    print(line)
+    FIGURES.parent.mkdir(parents=True, exist_ok=True)
+    FIGURES.write_text(line + "\n")
+    assert figures["streams"] >= 4 and figures["sent"] > 4 * 5
+    assert figures["failed"] == 0, figures["errors"]
+
+
+def test_the_change_that_failed_the_smoke_gate_stopped_at_the_canary_named(host):
+    message = host.file(TEST_DIR + "/canary.txt").content_string
+    assert "Canary replica sglang-qwen-0 (sglang-qwen-0.service, GPUs 0)\ndid not pass the smoke gate:" in message
+    assert "acceptance_length" in message
+    assert "Rolled back to the last good configuration; the server answers again at http://127.0.0.1:30001" in message
+    assert ("It was the canary: the change stopped there, and the other replicas (sglang-qwen-1, sglang-qwen-2,"
+            " sglang-qwen-3) were left untouched on the configuration they serve" in message)
+    assert "(docs/troubleshooting.md#canary-replica)" in message
+    assert not any("Replica %s" % name in message for name in OTHERS)
+
+
+def test_the_other_replicas_were_not_touched_by_the_change_that_failed_at_the_canary(canary_state):
+    before, after = replica_states(canary_state["before"]), replica_states(canary_state["after"])
+    # Same process since the same start, the same files, the same last good copy.
+    for name in OTHERS:
+        assert len(before[name]) == 8 and after[name] == before[name], name
+
+
+def test_the_canary_is_back_on_its_last_good_configuration(canary_state):
+    before, after = replica_states(canary_state["before"]), replica_states(canary_state["after"])
+    pid, started, files, kept = after[CANARY][0], after[CANARY][1], after[CANARY][2:5], after[CANARY][5:]
+    # Restarted (twice: with the change, then with its last good configuration) ...
+    assert (pid, started) != before[CANARY][:2]
+    # ... on the files it had before (the unit holds the draft length), which are its kept copies,
+    # serving draft length 16 again.
+    assert after[CANARY][2:] == before[CANARY][2:] and files == kept
+    assert canary_state["canary_draft_length"] == 16
+
+
+def test_the_change_that_passed_went_through_the_canarys_benchmark_first(host):
+    rows = [line.split() for line in json.loads(host.file(TEST_DIR + "/canary-passed.json").content_string)]
+    # name -> (start, when its last good unit was written, non-streaming prompt tokens since start)
+    replicas = {name: (int(start), int(kept), float(non_streaming)) for name, start, kept, non_streaming in rows}
+    canary_start, canary_kept, canary_benchmarked = replicas[CANARY]
+    # Only the canary served non-streaming /generate requests (the benchmark's acceptance phase,
+    # through its own port): the load streams through the gateway.
+    assert canary_benchmarked > 0
+    for name in OTHERS:
+        start, _kept, non_streaming = replicas[name]
+        assert non_streaming == 0, name
+        # The canary restarted, passed and was kept as good before any other replica restarted.
+        assert canary_start <= canary_kept <= start, (name, replicas)
 
 
 def test_the_speculative_change_under_load_lost_no_request(load):
