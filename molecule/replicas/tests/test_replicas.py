@@ -136,6 +136,9 @@ def test_two_replicas_of_two_gpus_each_behind_the_gateway(host):
     assert fact["url"] == "http://127.0.0.1:30000" and fact["draft_length"] == 16
     for name, (port, gpus) in REPLICAS.items():
         assert host.service(name).is_running and host.service(name).is_enabled
+        # SGLang finishes what it holds on SIGTERM for as long as systemd lets it: the scenario's
+        # sglang_service_drain_timeout (120) plus 30 s, as for the gateway.
+        assert host.check_output("systemctl show -p TimeoutStopUSec --value %s", name) == "2min 30s"
         environment = host.check_output("systemctl show -p Environment --value %s", name)
         assert "CUDA_VISIBLE_DEVICES=%s" % gpus in environment.split()
         argv = host.check_output("tr '\\0' ' ' </proc/$(systemctl show -p MainPID --value %s)/cmdline", name).split()
@@ -152,6 +155,7 @@ def test_two_replicas_of_two_gpus_each_behind_the_gateway(host):
 
 def test_the_gateway_is_the_only_public_server(host):
     assert host.service("sglang-qwen-gateway").is_running
+    assert host.check_output("systemctl show -p TimeoutStopUSec --value sglang-qwen-gateway") == "2min 30s"
     assert host.socket("tcp://127.0.0.1:30000").is_listening
     assert host.socket("tcp://127.0.0.1:29000").is_listening
     assert not host.socket("tcp://0.0.0.0:29000").is_listening
