@@ -5,9 +5,10 @@
 # Every stage is a job with a log of its own, TEST_JOBS of them side by side (default 3 on any
 # number of cores): scenarios spend most of their time waiting on containers, health gates and
 # drains, and one scenario running alone left 52 to 58 % of two cores idle (issue #42); the
-# run's CPU use is printed at the end, to judge the number by. Lint starts first (a broken lint shows within minutes), then the two longest
-# stages (the newest-line lane, the execution environment) beside pytest and the other static
-# checks, then the scenarios in the order given, longest first, so that the run ends on short ones.
+# run's CPU use is printed at the end, to judge the number by. Lint starts first (a broken lint
+# shows within minutes), then the two longest stages (the newest-line lane, the execution
+# environment) beside pytest and the other static checks, then the scenarios in the order given,
+# longest first, so that the run ends on short ones.
 #
 # After the stage table it says where the time went: the set-up before this script (`make test`
 # passes the time it started in PRO6000_SETUP_STARTED), the 20 slowest pytest phases and the 20
