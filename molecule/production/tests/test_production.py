@@ -112,6 +112,18 @@ def test_production_serves_dflash_16_on_the_release_from_the_index(converged_smo
     assert gate["value"] == "DFLASH" and gate["passed"], gate
 
 
+def test_replicas_and_gateway_may_finish_a_drain_of_productions_length():
+    # SGLang and smg finish what they hold on SIGTERM for as long as systemd lets them: the
+    # role's sglang_service_drain_timeout, which production leaves at its default, plus 30 s.
+    defaults = yaml.safe_load((PROJECT / "roles/sglang_service/defaults/main.yml").read_text())
+    production = yaml.safe_load((PROJECT / "inventories/production/group_vars/pro6000/main.yml").read_text())
+    assert "sglang_service_drain_timeout" not in production
+    seconds = defaults["sglang_service_drain_timeout"] + 30
+    expected = "%dmin %ds" % divmod(seconds, 60) if seconds % 60 else "%dmin" % (seconds // 60)
+    for unit in REPLICAS + ["sglang-qwen-gateway"]:
+        assert GPU.check_output("systemctl show -p TimeoutStopUSec --value %s", unit) == expected, unit
+
+
 def listeners(host):
     """(protocol, address, port, process) of every listening TCP and UDP socket; the process where
     ss sees it (not through the units' /proc protections)."""
