@@ -10,9 +10,10 @@
 # environment) beside pytest and the other static checks, then the scenarios in the order given,
 # longest first, so that the run ends on short ones.
 #
-# After the stage table it says where the time went: the set-up before this script (`make test`
-# passes the time it started in PRO6000_SETUP_STARTED), the 20 slowest pytest phases and the 20
-# slowest Ansible tasks of the scenarios (tests/scripts/timings.py).
+# After the stage table (each stage's wall time and the CPU of its own processes) it says where
+# the time went: the set-up before this script (`make test` passes the time it started in
+# PRO6000_SETUP_STARTED), the 20 slowest pytest phases and the 20 slowest Ansible tasks of the
+# scenarios (tests/scripts/timings.py), and the CPU the run kept busy.
 set -uo pipefail
 # Busy and idle ticks of all cores (/proc/stat): the share of the CPU the stages used.
 cpu_ticks() {
@@ -38,12 +39,19 @@ collection_build() {
     ANSIBLE_COLLECTIONS_PATH="$top/$out/installed" ansible-doc -l pro6000.inference
 }
 
-# job NAME COMMAND...: runs COMMAND into NAME's log and records "ok|FAILED SECONDS".
+# job NAME COMMAND...: runs COMMAND into NAME's log and records "ok|FAILED SECONDS CPU-SECONDS",
+# the CPU (user and system) of the processes the job started and waited for: the stage's own
+# processes (Ansible's controller, pytest, the linters), not what runs in its containers.
+# `times` reports the shell it runs in, so it writes to a file rather than into a subshell.
 job() {
-  local name=$1 start=$SECONDS verdict=ok
+  local name=$1 start=$SECONDS verdict=ok cpu
   shift
   "$@" >"$logs/$name.log" 2>&1 || verdict=FAILED
-  echo "$verdict $((SECONDS - start))" >"$logs/$name.status"
+  times >"$logs/$name.times"
+  cpu=$(awk 'function sec(t) { split(t, p, /[ms]/); return p[1] * 60 + p[2] }
+    NR == 2 { printf "%d\n", sec($1) + sec($2) + 0.5 }' "$logs/$name.times")
+  rm -f "$logs/$name.times"
+  echo "$verdict $((SECONDS - start)) $cpu" >"$logs/$name.status"
 }
 
 names=()
@@ -102,9 +110,11 @@ wait
 
 passed=()
 failed=()
+own_cpu=0
 for name in "${names[@]}"; do
-  read -r verdict seconds <"$logs/$name.status"
-  echo "==> $name: $verdict ($seconds s)"
+  read -r verdict seconds cpu <"$logs/$name.status"
+  echo "==> $name: $verdict ($seconds s; $cpu CPU-s of its own processes)"
+  own_cpu=$((own_cpu + cpu))
   if [ "$verdict" = ok ]; then
     passed+=("$name")
     # pytest's counts (and its skips) are worth seeing on success too.
@@ -121,6 +131,9 @@ python tests/scripts/timings.py --count 20 --pytest-log "$logs/pytest.log" --tas
 read -r busy_end idle_end < <(cpu_ticks)
 busy=$((busy_end - busy_start))
 echo "CPU busy: $((100 * busy / (busy + idle_end - idle_start + 1))) % of $(nproc) cores while $jobs_max stages ran side by side"
+# The rest of the busy time is the containers' (the modules Ansible runs there, the doubles),
+# the Docker engine's and the kernel's (tests/benchmarks/test-suite-time.md, "Where the CPU goes").
+echo "CPU-s: $((busy / $(getconf CLK_TCK))) busy, $own_cpu of them the stages' own processes"
 echo
 echo "total: $SECONDS s"
 echo "passed: ${passed[*]:-none}"
