@@ -6,9 +6,9 @@
 # number of cores): scenarios spend most of their time waiting on containers, health gates and
 # drains, and one scenario running alone left 52 to 58 % of two cores idle (issue #42); the
 # run's CPU use is printed at the end, to judge the number by. Lint starts first (a broken lint
-# shows within minutes), then the two longest stages (the newest-line lane, the execution
-# environment) beside pytest and the other static checks, then the scenarios in the order given,
-# longest first, so that the run ends on short ones.
+# shows within minutes), then the two longest stages that are not scenarios (the newest-line
+# lane, pytest), then the other static checks, then the scenarios in the order given, longest
+# first, so that the run ends on short ones.
 #
 # After the stage table (each stage's wall time and the CPU of its own processes) it says where
 # the time went: the set-up before this script (`make test` passes the time it started in
@@ -62,8 +62,7 @@ add() {
   commands+=("$*")
 }
 add lint tests/scripts/lint.sh
-# The two longest stages next, so that they do not end the run; each waits on containers and
-# image builds for much of its time.
+# The two longest stages that are not scenarios next, so that they do not end the run.
 add newest-lane tests/scripts/newest-lane.sh
 add pytest python -m pytest tests/unit tests/integration chatops/tests -q -rfE --durations=20
 # The execution environment's image runs ansible-core 2.19 on Python 3.11: the legacy line's
