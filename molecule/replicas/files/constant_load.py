@@ -2,11 +2,17 @@
 each stream sending its next request as soon as the last one ended, until STOP_FILE exists.
 
     constant_load.py --url URL --streams 4 --max-tokens 64 --stop-file F --out F.json [--key-file K]
+                     [--long-requests N --long-max-tokens M]
 
 Writes F.json: requests sent, failures (status other than 200, a broken stream, no final usage),
 the first errors, and the tokens received in each whole second (from the cumulative usage SGLang
 puts in every chunk with stream_options.continuous_usage_stats), so the test reads the lowest
 throughput of any second of a window. Standard library only: it runs inside the lab container.
+
+With --long-requests, N long requests of M tokens go out first, one after the other, each once the
+one before it streams: with nothing else in flight, a round-robin gateway gives each to another
+replica, so a replica drained soon after still holds one. F.json's "long" says how each ended,
+its tokens apart from the constant streams' seconds.
 """
 import argparse
 import collections
@@ -34,7 +40,7 @@ def one_request(url, headers, model, index, max_tokens, tokens_at):
     parts = urllib.parse.urlsplit(url)
     body = json.dumps({"model": model, "max_tokens": max_tokens, "ignore_eos": True, "stream": True,
                        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-                       "messages": [{"role": "user", "content": "constant load request %d" % index}]})
+                       "messages": [{"role": "user", "content": "constant load request %s" % index}]})
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=120)
     try:
         connection.request("POST", "/v1/chat/completions", body, headers)
@@ -63,6 +69,26 @@ def one_request(url, headers, model, index, max_tokens, tokens_at):
         connection.close()
 
 
+def long_requests(url, headers, model, count, max_tokens):
+    """Start COUNT long requests, each once the one before it streams; the threads and their
+    results (index -> (start, end, failure))."""
+    results, threads = {}, []
+    for index in range(count):
+        streaming = threading.Event()
+
+        def one(index=index, streaming=streaming):
+            start = time.time()
+            failure = one_request(url, headers, model, "long %d" % index, max_tokens, lambda _count: streaming.set())
+            streaming.set()
+            results[index] = (start, time.time(), failure)
+
+        thread = threading.Thread(target=one)
+        thread.start()
+        threads.append(thread)
+        streaming.wait(60)
+    return threads, results
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--url", required=True)
@@ -71,6 +97,8 @@ def main():
     parser.add_argument("--stop-file", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--key-file")
+    parser.add_argument("--long-requests", type=int, default=0)
+    parser.add_argument("--long-max-tokens", type=int, default=0)
     args = parser.parse_args()
     headers = {"Content-Type": "application/json"}
     if args.key_file:
@@ -100,13 +128,15 @@ def main():
                         errors.append("%.3f %s" % (time.time(), failure))
 
     started = time.time()
+    long_threads, long_results = long_requests(args.url, headers, model, args.long_requests, args.long_max_tokens)
     threads = [threading.Thread(target=stream, args=(number,)) for number in range(args.streams)]
     for thread in threads:
         thread.start()
-    for thread in threads:
+    for thread in threads + long_threads:
         thread.join()
     result = dict(counts, errors=errors, streams=args.streams, started=started, ended=time.time(),
-                  tokens_per_second={str(second): count for second, count in sorted(per_second.items())})
+                  tokens_per_second={str(second): count for second, count in sorted(per_second.items())},
+                  long=[dict(zip(("start", "end", "failure"), long_results[index])) for index in sorted(long_results)])
     with open(args.out + ".partial", "w", encoding="utf-8") as handle:
         json.dump(result, handle, indent=1)
     os.replace(args.out + ".partial", args.out)

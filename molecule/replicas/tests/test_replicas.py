@@ -1,11 +1,13 @@
 """After the side effects: a change that failed the smoke gate stopped at the canary (rolled back,
 the three others untouched, no request lost), the same change under a floor it passes went through
-the canary's benchmark first, then to every replica, the constant load through it lost no request,
+the canary's benchmark first, then to every replica, the constant load through it lost no request
+and a long request outlived the gateway's drain and the stop of its replica,
 tensor parallel 2 on four GPUs (two replicas behind the gateway), the replica on the faulty GPU was
 rolled back alone and named, and the smoke gate named the replica the gateway's pool lacked. (The API key's path through replicas and gateway is tested by
 molecule/sglang_service and tests/integration/test_gateway_argv_real_parser.py.)"""
 import json
 import pathlib
+import re
 import sys
 
 import pytest
@@ -17,8 +19,9 @@ from gateway_api import (  # noqa: E402
 
 TEST_DIR = "/var/lib/replicas-test"
 CANARY, OTHERS = "sglang-qwen-0", ("sglang-qwen-1", "sglang-qwen-2", "sglang-qwen-3")
-# The failed requests through the gateway while the canary failed its gate, for the lead to quote.
-FIGURES = pathlib.Path(__file__).resolve().parents[3] / "build" / "figures" / "replicas-canary.txt"
+# Figures for the lead to quote: the failed requests through the gateway while the canary failed
+# its gate, and how the long requests of the change that passed ended.
+FIGURES = pathlib.Path(__file__).resolve().parents[3] / "build" / "figures"
 REPLICAS = {"sglang-qwen-0": (30001, "0,1"), "sglang-qwen-2": (30003, "2,3")}
 
 
@@ -51,8 +54,8 @@ def test_the_change_that_failed_the_smoke_gate_lost_no_request_through_the_gatew
     line = ("canary failed its smoke gate under constant load through the gateway: %d requests sent, %d failed"
             % (figures["sent"], figures["failed"]))
     print(line)
-    FIGURES.parent.mkdir(parents=True, exist_ok=True)
-    FIGURES.write_text(line + "\n")
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    (FIGURES / "replicas-canary.txt").write_text(line + "\n")
     assert figures["streams"] >= 4 and figures["sent"] > 4 * 5
     assert figures["failed"] == 0, figures["errors"]
 
@@ -107,6 +110,24 @@ def test_the_speculative_change_under_load_lost_no_request(load):
     assert figures["failed"] == 0, figures["errors"]
     # The host answered through the whole change: tokens came in every second of it.
     assert len(inside) >= 5 and min(inside) > 0
+
+
+def test_a_long_request_outlived_the_gateways_drain_and_the_stop_of_its_replica(host, load):
+    figures, _inside = load
+    # Each replica's line "<name> ... Shutting down: finishing N requests", logged at its SIGTERM.
+    held = {}
+    for line in json.loads(host.file(TEST_DIR + "/stopped.json").content_string):
+        finishing = re.search(r"finishing (\d+) requests", line)
+        held[line.split()[0]] = int(finishing.group(1)) if finishing else None
+    line = ("long requests through the gateway during the change: %s; requests each replica still answered "
+            "when stopped: %s" % (", ".join("%.0f s" % (long["end"] - long["start"]) for long in figures["long"]), held))
+    print(line)
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    (FIGURES / "replicas-long-requests.txt").write_text(line + "\n")
+    assert [long["failure"] for long in figures["long"]] == [None] * 4
+    # The canary was drained first, while it streamed its long request: the gateway had dropped
+    # it at least 5 s before systemd stopped it, and the request still ended whole through it.
+    assert sorted(held) == [CANARY, *OTHERS] and held[CANARY] >= 1
 
 
 def test_the_replica_on_the_faulty_gpu_was_rolled_back_alone_and_named(host):
