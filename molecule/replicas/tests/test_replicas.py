@@ -114,13 +114,19 @@ def test_the_speculative_change_under_load_lost_no_request(load):
 
 def test_a_long_request_outlived_the_gateways_drain_and_the_stop_of_its_replica(host, load):
     figures, _inside = load
-    # Each replica's line "<name> ... Shutting down: finishing N requests", logged at its SIGTERM.
-    held = {}
-    for line in json.loads(host.file(TEST_DIR + "/stopped.json").content_string):
-        finishing = re.search(r"finishing (\d+) requests", line)
-        held[line.split()[0]] = int(finishing.group(1)) if finishing else None
-    line = ("long requests through the gateway during the change: %s; requests each replica still answered "
-            "when stopped: %s" % (", ".join("%.0f s" % (long["end"] - long["start"]) for long in figures["long"]), held))
+    # Each replica's line "<name> <time> <host> <unit>: ... Shutting down: finishing N requests",
+    # logged at its SIGTERM.
+    held, stopped_at = {}, {}
+    for record in json.loads(host.file(TEST_DIR + "/stopped.json").content_string):
+        name, *fields = record.split()
+        finishing = re.search(r"finishing (\d+) requests", record)
+        held[name] = int(finishing.group(1)) if finishing else None
+        stopped_at[name] = float(fields[0]) if finishing else None
+    first = min(long["start"] for long in figures["long"])
+    line = ("long requests through the gateway during the change: %s; the canary stopped %s s after the first "
+            "one started; requests each replica still answered when stopped: %s"
+            % (", ".join("%.0f s" % (long["end"] - long["start"]) for long in figures["long"]),
+               "%.0f" % (stopped_at[CANARY] - first) if stopped_at.get(CANARY) else "?", held))
     print(line)
     FIGURES.mkdir(parents=True, exist_ok=True)
     (FIGURES / "replicas-long-requests.txt").write_text(line + "\n")
