@@ -427,11 +427,14 @@ def test_a_hub_client_error_is_not_retried_and_its_signed_url_stays_out_of_the_o
 
 
 def test_the_hub_client_gets_the_modules_timeout_and_retries(doubles, models):
-    doubles.control("stall", match=f"name={SHARD1}", seconds=4)
+    # A stall far longer than the run may take on a loaded machine: a client without the
+    # module's 1 s timeout would wait it out (the stall ends when the client hangs up).
+    stall = 120
+    doubles.control("stall", match=f"name={SHARD1}", seconds=stall)
     started = time.monotonic()
     result = run(hub_args(doubles, models, timeout=1, retries=0))
     assert result["failed"] and "giving up after 1 attempt(s) without progress" in result["msg"]
-    assert "Timeout" in result["msg"] and time.monotonic() - started < 4
+    assert "Timeout" in result["msg"] and time.monotonic() - started < stall
 
 
 def start_module(args, workdir):
