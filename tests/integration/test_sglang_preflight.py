@@ -1,14 +1,17 @@
 """Role sglang builds only what is pinned (issue #37, item 5): a ref that is not a commit is refused
 before anything changes unless sglang_git_commit pins it (the commit it must resolve to) or
 sglang_git_ref_floating follows it on purpose, and an index install takes one exact release. The
-role's state check (tasks/state.yml: git ls-remote, then module host_state, which fails on a
-broken rule before it reads anything and only reads otherwise) runs by real ansible-playbook on
-localhost in check mode against a real local git repository with a tag and a pull request ref;
-one playbook run for every case."""
+role's state check (tasks/state.yml: git ls-remote for a followed ref, then module host_state,
+which fails on a broken rule before it reads anything and only reads otherwise, then for a pinned
+ref whose build is not in use git ls-remote and the pin's rules, tasks/resolve.yml) runs by real
+ansible-playbook on localhost in check mode against a real local git repository with a tag and a
+pull request ref; one playbook run for every case, each case's run of the role after the last."""
 import pytest
 from support import git, git_history, run_cases
 
 FIRST_CHECK = "Check the variables, then compare the build in use with what the role recorded and wants"
+# A pinned ref is checked against the repository only once the comparison found its build missing.
+PIN_CHECK = "Stop when the pinned ref does not exist in the repository or moved from its pin"
 PR = "refs/pull/29907/head"
 
 # (case, role variables, None when accepted, else what the failure message must contain); {pr} and
@@ -65,4 +68,5 @@ def test_the_state_check_accepts_or_names_the_variable_and_why(run, name, expect
         assert outcomes[name] is None
     else:
         assert outcomes[name] is not None, "accepted"
-        assert outcomes[name]["task"] == FIRST_CHECK and _fill(expected, commits) in outcomes[name]["msg"], outcomes[name]
+        task = PIN_CHECK if name == "pin the ref moved away from" else FIRST_CHECK
+        assert outcomes[name]["task"] == task and _fill(expected, commits) in outcomes[name]["msg"], outcomes[name]
