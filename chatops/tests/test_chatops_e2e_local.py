@@ -149,9 +149,19 @@ def test_cancel_stops_the_run_and_frees_the_host(ops_factory, tmp_path):
     gate = tmp_path / "gate"
     ops, out = ops_factory(gate)
     replies = {}
-    worker = threading.Thread(target=lambda: replies.setdefault("run", ops.handle("alice", "bench pro6000-02")))
+    waiting = threading.Event()
+
+    def note_the_wait(progress):
+        # Reported after the record task's result: the cancel below finds it counted (the file
+        # alone may exist before its result reaches the bot, on a busy machine).
+        if progress.text == "task: Wait until the test opens the gate":
+            waiting.set()
+
+    worker = threading.Thread(target=lambda: replies.setdefault(
+        "run", ops.handle("alice", "bench pro6000-02", note_the_wait)))
     worker.start()
-    _wait_for((out / "pro6000-02-smoke.json").exists)
+    assert waiting.wait(60), "the run never reached the gate"
+    assert (out / "pro6000-02-smoke.json").exists()
 
     assert not ops.handle("carol", "cancel pro6000-02").accepted  # neither hers nor granted
     cancel = ops.handle("bob", "cancel pro6000-02")

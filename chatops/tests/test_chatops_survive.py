@@ -90,9 +90,10 @@ def test_what_a_dead_keeper_left_is_killed_audited_and_removed(setup):
     config_path, out, gate = setup
     bot = _bot_in_the_middle_of(config_path, "bench pro6000-01", out / "pro6000-01-smoke.json")
     (run,) = ChatOps(load_config(config_path)).runs()
-    os.kill(run.keeper["pid"], signal.SIGKILL)
+    # The bot first: alive, it would close the run itself once it saw its keeper die.
     bot.kill()
     bot.wait()
+    os.kill(run.keeper["pid"], signal.SIGKILL)
     # ansible-playbook and its task worker are still there, and so is the run directory.
     _wait_for(lambda: len(run_processes(run.run_id)) >= 1 and run.keeper["pid"] not in run_processes(run.run_id),
               what="the keeper to be gone")
