@@ -52,20 +52,13 @@ PLAYBOOK = """
   hosts: pro6000
   gather_facts: false
   tasks:
-    # Role common gathers the platform facts (local ones included) only when they are missing:
-    # gather them first, so that the recorded facts loaded next stay.
-    - name: Gather the platform facts
+    # The platform facts, and what roles sglang and model_weights would have recorded on the
+    # host (their .fact files, from a directory of each host's own), read as role common reads
+    # them on a rerun: one module run a host.
+    - name: Gather the platform facts and the recorded ones
       ansible.builtin.setup:
         gather_subset: [min]
-
-    # What roles sglang and model_weights would have recorded on the host, loaded as they load
-    # it (module local_fact), from a directory of each host's own.
-    - name: Load the facts roles sglang and model_weights would have recorded
-      pro6000.inference.local_fact:
-        name: "{{{{ item.key }}}}"
-        facts: "{{{{ item.value }}}}"
         fact_path: "{facts}/{{{{ inventory_hostname }}}}"
-      loop: "{{{{ test_ansible_local | dict2items }}}}"
 
     - name: Check the configuration and render the unit, or record why the role refuses it
       block:
@@ -166,8 +159,10 @@ def hosts():
     return found
 
 
-def write_inventory(directory, inventory, members, models):
-    """An inventory whose group pro6000 holds ``members`` and whose group_vars are the real ones."""
+def write_inventory(directory, inventory, members, models, facts):
+    """An inventory whose group pro6000 holds ``members`` and whose group_vars are the real ones,
+    and each member's facts folder (under ``facts``) with the .fact files roles sglang and
+    model_weights would have written (JSON, as module local_fact writes them)."""
     directory.mkdir()
     (directory / "group_vars").symlink_to(REPO / "inventories" / inventory / "group_vars")
     drafter = str(models / "Qwen3.6-27B-DFlash")
@@ -175,8 +170,10 @@ def write_inventory(directory, inventory, members, models):
                           "drafter": {"path": drafter, "dflash": {"block_size": DRAFT_LENGTH}}}}
     group = {}
     for host, (release, (name, variables, algorithm, fallback)) in members.items():
-        group[host] = dict(variables, ansible_connection="local", ansible_python_interpreter=sys.executable,
-                           test_ansible_local={"sglang": sglang_fact(release), "model_weights": weights})
+        group[host] = dict(variables, ansible_connection="local", ansible_python_interpreter=sys.executable)
+        (facts / host).mkdir(parents=True)
+        for fact, value in (("sglang", sglang_fact(release)), ("model_weights", weights)):
+            (facts / host / (fact + ".fact")).write_text(json.dumps(value, indent=4, sort_keys=True))
     (directory / "hosts.yml").write_text(json.dumps({"pro6000": {"hosts": group}}))
 
 
@@ -202,7 +199,7 @@ def rendered(request, tmp_path_factory):
     started = time.monotonic()
     found = {}
     for inventory, members in hosts().items():
-        write_inventory(root / inventory, inventory, members, models)
+        write_inventory(root / inventory, inventory, members, models, root / "facts")
         playbook.write_text(PLAYBOOK.format(
             tune_vars=json.dumps(TUNE_ROLE_VARS), out=str(outcomes) % inventory, facts=root / "facts",
             template=REPO / "roles" / "sglang_service" / "templates" / "sglang.service.j2"))
