@@ -23,7 +23,7 @@ ca_dir=/usr/local/share/ca-certificates
 # again; the roles still declare them and find them present.
 packages=systemd,systemd-sysv,dbus,python3,python3-apt,python3-venv,python3-debian,sudo,iproute2,ca-certificates,procps,kmod,git,gnupg,curl
 
-recipe_hash=$( { cat "$0" "$here"/ubuntu2404-identity/*; echo "$suite $packages"; find "$ca_dir" -type f -name '*.crt' -print0 2>/dev/null | sort -z | xargs -0 -r cat; } | sha256sum | cut -c1-16)
+recipe_hash=$( { cat "$0" "$here"/ubuntu2404-identity/* "$here"/zipimport_bytecode_cache.py; echo "$suite $packages"; find "$ca_dir" -type f -name '*.crt' -print0 2>/dev/null | sort -z | xargs -0 -r cat; } | sha256sum | cut -c1-16)
 
 current() {
   [ "$(docker image inspect -f '{{ index .Config.Labels "pro6000.recipe" }}' "$1" 2>/dev/null)" = "$recipe_hash" ]
@@ -49,6 +49,10 @@ printf '[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n' >"$rootfs/etc/pip
 for unit in getty@tty1.service systemd-timesyncd.service; do
   chroot "$rootfs" systemctl mask "$unit" >/dev/null 2>&1 || true
 done
+# Modules import their module_utils from a zip that Python never caches the bytecode of: a cache
+# for the test containers (the file says why and what it keeps), loaded by a .pth at start.
+install -m 0644 "$here/zipimport_bytecode_cache.py" "$rootfs/usr/lib/python3/dist-packages/"
+echo 'import zipimport_bytecode_cache' >"$rootfs/usr/lib/python3/dist-packages/zipimport_bytecode_cache.pth"
 # An image has no machine identity of its own: systemd writes one per container at boot.
 : >"$rootfs/etc/machine-id"
 chroot "$rootfs" apt-get clean
