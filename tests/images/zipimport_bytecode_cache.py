@@ -5,9 +5,9 @@ AnsiballZ zip it was sent, and zipimport compiles each source on each import (tw
 for the module's file name, zipimporter.get_filename), never writing bytecode. A test container
 runs thousands of modules: a stat module cost 0.21 CPU-s there, 0.13 with this cache, and a
 playbook of 60 stat and copy tasks 34 CPU-s of the machine's against 26 (issue #42). It keeps
-each compiled source under /tmp (a tmpfs per container), keyed by the source's hash, so the same
-code runs, named by the same file names in tracebacks; only the compiling is saved. A real host
-compiles every time; nothing the roles do differs by it.
+each compiled source under /tmp (a tmpfs per container), keyed by the interpreter's version and
+the source's hash, so the same code runs, named by the same file names in tracebacks; only the
+compiling is saved. A real host compiles every time; nothing the roles do differs by it.
 
 Loaded at every interpreter's start by a .pth file beside it (tests/images/build.sh).
 Anything unexpected means no cache, never a failed import.
@@ -16,10 +16,12 @@ Anything unexpected means no cache, never a failed import.
 import marshal
 import os
 import stat
+import sys
 import zipimport
 
 _compile_uncached = getattr(zipimport, "_compile_source", None)
-_cache_dir = f"/tmp/.zipimport-bytecode-{os.getuid()}"
+# Bytecode is an interpreter version's own (its cache tag, as in __pycache__'s file names).
+_cache_dir = f"/tmp/.zipimport-bytecode-{os.getuid()}-{sys.implementation.cache_tag}"
 
 
 def _cache_is_ours():
