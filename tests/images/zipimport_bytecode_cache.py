@@ -24,11 +24,22 @@ _compile_uncached = getattr(zipimport, "_compile_source", None)
 _cache_dir = f"/tmp/.zipimport-bytecode-{os.getuid()}-{sys.implementation.cache_tag}"
 
 
+# Whether the cache can be used: found once, at this interpreter's first compile from a zip (most
+# interpreters never compile from one), instead of on each of a module run's hundred compiles.
+_cache_usable = None
+
+
 def _cache_is_ours():
     """The cache is run as code: only a directory of this user that nobody else can write."""
-    os.makedirs(_cache_dir, mode=0o700, exist_ok=True)
-    found = os.lstat(_cache_dir)
-    return stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid() and not found.st_mode & 0o077
+    global _cache_usable  # pylint: disable=global-statement
+    if _cache_usable is None:
+        try:
+            os.makedirs(_cache_dir, mode=0o700, exist_ok=True)
+            found = os.lstat(_cache_dir)
+            _cache_usable = stat.S_ISDIR(found.st_mode) and found.st_uid == os.getuid() and not found.st_mode & 0o077
+        except OSError:
+            _cache_usable = False
+    return _cache_usable
 
 
 def _named(code, filename):
@@ -57,11 +68,7 @@ def _keep(entry, code):
 def _compile_source(pathname, source):
     from hashlib import sha256
 
-    try:
-        ours = _cache_is_ours()
-    except OSError:
-        ours = False
-    if not ours:
+    if not _cache_is_ours():
         return _compile_uncached(pathname, source)
     entry = os.path.join(_cache_dir, sha256(source).hexdigest())
     code = _cached(entry, pathname)
