@@ -13,9 +13,9 @@ image=${1:?usage: build-controller.sh IMAGE (newest-lane.sh names it by its ansi
 here=$(cd "$(dirname "$0")" && pwd)
 ca_dir=/usr/local/share/ca-certificates
 # git: ansible-test reads the file list from git; shellcheck: its sanity test; procps: the tests
-# that look at processes; docker-cli: the docker connection of the scenario it converges; make:
-# the unit test of `make venv`.
-packages=python3,python3-venv,ca-certificates,git,shellcheck,procps,docker-cli,make
+# that look at processes; docker-cli and openssh-client: the SSH connection over `docker exec` of
+# the scenario it converges; make: the unit test of `make venv`.
+packages=python3,python3-venv,ca-certificates,git,shellcheck,procps,docker-cli,make,openssh-client
 
 recipe_hash=$( { cat "$0" "$here"/controller/*; echo "$suite $packages"; find "$ca_dir" -type f -name '*.crt' -print0 2>/dev/null | sort -z | xargs -0 -r cat; } | sha256sum | cut -c1-16)
 

@@ -21,9 +21,17 @@ ca_dir=/usr/local/share/ca-certificates
 # What a provisioned host already has, plus what the roles install themselves (python3-venv, git,
 # python3-debian for deb822_repository): preinstalled so that each scenario does not fetch it
 # again; the roles still declare them and find them present.
-packages=systemd,systemd-sysv,dbus,python3,python3-apt,python3-venv,python3-debian,sudo,iproute2,ca-certificates,procps,kmod,git,gnupg,curl
+packages=systemd,systemd-sysv,dbus,python3,python3-apt,python3-venv,python3-debian,sudo,iproute2,ca-certificates,procps,kmod,git,gnupg,curl,openssh-server
 
-recipe_hash=$( { cat "$0" "$here"/ubuntu2404-identity/* "$here"/zipimport_bytecode_cache.py; echo "$suite $packages"; find "$ca_dir" -type f -name '*.crt' -print0 2>/dev/null | sort -z | xargs -0 -r cat; } | sha256sum | cut -c1-16)
+# The key Ansible's ssh offers the test containers (any key opens them, see ssh/sshd_config_stdio):
+# one per checkout, made once, beside the checkout's other caches.
+key=$(cd "$here/../.." && pwd)/.cache/test-ssh/id_ed25519
+if [ ! -f "$key" ]; then
+  mkdir -p "$(dirname "$key")"
+  ssh-keygen -q -t ed25519 -N '' -C pro6000-test-containers -f "$key"
+fi
+
+recipe_hash=$( { cat "$0" "$here"/ubuntu2404-identity/* "$here"/zipimport_bytecode_cache.py "$here"/ssh/*; echo "$suite $packages"; find "$ca_dir" -type f -name '*.crt' -print0 2>/dev/null | sort -z | xargs -0 -r cat; } | sha256sum | cut -c1-16)
 
 current() {
   [ "$(docker image inspect -f '{{ index .Config.Labels "pro6000.recipe" }}' "$1" 2>/dev/null)" = "$recipe_hash" ]
@@ -53,6 +61,13 @@ done
 # for the test containers (the file says why and what it keeps), loaded by a .pth at start.
 install -m 0644 "$here/zipimport_bytecode_cache.py" "$rootfs/usr/lib/python3/dist-packages/"
 echo 'import zipimport_bytecode_cache' >"$rootfs/usr/lib/python3/dist-packages/zipimport_bytecode_cache.pth"
+# Ansible reaches the test containers over SSH, one `docker exec` per connection instead of one
+# per command (README, "Tests"): sshd serves a connection on stdin and stdout, and nothing
+# listens. ssh.service stays installed and disabled, for the scenario that starts it (AWX's
+# execution environment reaches its host over the network).
+install -m 0755 "$here/ssh/sshd-stdio" "$rootfs/usr/local/sbin/sshd-stdio"
+install -m 0644 "$here/ssh/sshd_config_stdio" "$rootfs/etc/ssh/sshd_config_stdio"
+chroot "$rootfs" systemctl disable ssh.service ssh.socket >/dev/null 2>&1
 # An image has no machine identity of its own: systemd writes one per container at boot.
 : >"$rootfs/etc/machine-id"
 chroot "$rootfs" apt-get clean
