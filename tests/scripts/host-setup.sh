@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Makes this machine able to run the container tests: Docker engine and debootstrap from
-# Debian's packages, the engine started and answering. Safe to run again: it only does what
-# is missing.
+# Makes this machine able to run the container tests: Docker engine, debootstrap and the SSH
+# client from Debian's packages, the engine started and answering. Safe to run again: it only
+# does what is missing.
 set -euo pipefail
 
 need=()
 command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need+=(debootstrap)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+# ssh reaches the test containers, ssh-keygen makes its key (tests/images/build.sh).
+command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing ${need[*]}"
   apt-get update -qq
