@@ -31,7 +31,7 @@ if [ ! -f "$key" ]; then
   ssh-keygen -q -t ed25519 -N '' -C pro6000-test-containers -f "$key"
 fi
 
-recipe_hash=$( { cat "$0" "$here"/ubuntu2404-identity/* "$here"/zipimport_bytecode_cache.py "$here"/ssh/*; echo "$suite $packages"; find "$ca_dir" -type f -name '*.crt' -print0 2>/dev/null | sort -z | xargs -0 -r cat; } | sha256sum | cut -c1-16)
+recipe_hash=$( { cat "$0" "$here"/ubuntu2404-identity/* "$here"/zipimport/zipimport_bytecode_cache.py "$here"/ssh/*; echo "$suite $packages"; find "$ca_dir" -type f -name '*.crt' -print0 2>/dev/null | sort -z | xargs -0 -r cat; } | sha256sum | cut -c1-16)
 
 current() {
   [ "$(docker image inspect -f '{{ index .Config.Labels "pro6000.recipe" }}' "$1" 2>/dev/null)" = "$recipe_hash" ]
@@ -59,7 +59,7 @@ for unit in getty@tty1.service systemd-timesyncd.service; do
 done
 # Modules import their module_utils from a zip that Python never caches the bytecode of: a cache
 # for the test containers (the file says why and what it keeps), loaded by a .pth at start.
-install -m 0644 "$here/zipimport_bytecode_cache.py" "$rootfs/usr/lib/python3/dist-packages/"
+install -m 0644 "$here/zipimport/zipimport_bytecode_cache.py" "$rootfs/usr/lib/python3/dist-packages/"
 echo 'import zipimport_bytecode_cache' >"$rootfs/usr/lib/python3/dist-packages/zipimport_bytecode_cache.pth"
 # Ansible reaches the test containers over SSH, one `docker exec` per connection instead of one
 # per command (README, "Tests"): sshd serves a connection on stdin and stdout, and nothing

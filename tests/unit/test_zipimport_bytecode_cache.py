@@ -1,4 +1,4 @@
-"""The test images' bytecode cache for zip imports (tests/images/zipimport_bytecode_cache.py):
+"""The test images' bytecode cache for zip imports (tests/images/zipimport/zipimport_bytecode_cache.py):
 a second interpreter importing the same source from another zip compiles nothing and names the
 other zip in its tracebacks, as an uncached import would; a cache directory that someone else
 could write, or an entry that does not load, means compiling as before."""
@@ -10,7 +10,7 @@ import sys
 import zipfile
 
 HERE = pathlib.Path(__file__).resolve().parent
-IMAGES = HERE.parent / "images"
+IMAGES = HERE.parent / "images" / "zipimport"
 
 # Imports module `boom` from the zip given, with the cache in the directory given, and reports
 # how many sources were compiled and the file its function's traceback names.

@@ -1,4 +1,4 @@
-"""A bytecode cache for code imported from zip files, for the test images' Python only.
+"""A bytecode cache for code imported from zip files, for the Pythons the tests run modules with.
 
 Ansible runs every module as a fresh interpreter that imports its module_utils from the
 AnsiballZ zip it was sent, and zipimport compiles each source on each import (twice: once more
@@ -9,8 +9,11 @@ each compiled source under /tmp (a tmpfs per container), keyed by the interprete
 the source's hash, so the same code runs, named by the same file names in tracebacks; only the
 compiling is saved. A real host compiles every time; nothing the roles do differs by it.
 
-Loaded at every interpreter's start by a .pth file beside it (tests/images/build.sh).
-Anything unexpected means no cache, never a failed import.
+Loaded at every interpreter's start: in the test images by a .pth file beside it
+(tests/images/build.sh); on the controller, for the modules that the pytest stage and the
+scenarios run on localhost, by sitecustomize.py in this directory, which PYTHONPATH names there
+(tests/scripts/run-all.sh, .config/molecule/config.yml). Anything unexpected means no cache,
+never a failed import.
 """
 
 import marshal
