@@ -1,7 +1,9 @@
-"""The test images' bytecode cache for zip imports (tests/images/zipimport/zipimport_bytecode_cache.py):
-a second interpreter importing the same source from another zip compiles nothing and names the
-other zip in its tracebacks, as an uncached import would; a cache directory that someone else
-could write, or an entry that does not load, means compiling as before."""
+"""The bytecode cache for zip imports of the test images and of the controller's test stages
+(tests/images/zipimport/zipimport_bytecode_cache.py, loaded here as the controller loads it: by
+the sitecustomize.py beside it, its directory on PYTHONPATH): a second interpreter importing the
+same source from another zip compiles nothing and names the other zip in its tracebacks, as an
+uncached import would; a cache directory that someone else could write, or an entry that does not
+load, means compiling as before."""
 import json
 import os
 import pathlib
@@ -10,7 +12,7 @@ import sys
 import zipfile
 
 HERE = pathlib.Path(__file__).resolve().parent
-IMAGES = HERE.parent / "images" / "zipimport"
+ZIPIMPORT_DIR = HERE.parent / "images" / "zipimport"
 
 # Imports module `boom` from the zip given, with the cache in the directory given, and reports
 # how many sources were compiled and the file its function's traceback names.
@@ -40,7 +42,7 @@ def module_zip(path):
 def import_from(archive, cache_dir):
     run = subprocess.run(
         [sys.executable, "-c", IMPORT_FROM_ZIP, archive, str(cache_dir)],
-        env={**os.environ, "PYTHONPATH": str(IMAGES)}, capture_output=True, text=True, check=True)
+        env={**os.environ, "PYTHONPATH": str(ZIPIMPORT_DIR)}, capture_output=True, text=True, check=True)
     return json.loads(run.stdout)
 
 
